@@ -1,0 +1,115 @@
+"""Dispatcher: routes parsed packets to per-type handlers and tracks link liveness.
+
+Implements the spec's "Dispatcher" role: bytes in (with the receive time),
+packets out to the handler registered for their message type. It owns a
+:class:`~bcnp.parser.StreamParser` and counts what it could not deliver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .parser import StreamParser
+from .schema import MessageSpec, Schema
+from .wire import MAX_MESSAGES_PER_PACKET, ErrorInfo, PacketView
+
+__all__ = ["Dispatcher", "PacketHandler"]
+
+#: ``handler(packet, now)``: ``now`` is the receive time passed to :meth:`Dispatcher.push`.
+PacketHandler = Callable[[PacketView, float], object]
+
+
+class Dispatcher:
+    """Feeds bytes to a parser and hands each packet to its type's handler.
+
+    ``push(data, now)`` is called by one thread (a transport's receive
+    thread); counters and :meth:`is_connected` may be read from any thread.
+    A handler that raises is counted in ``handler_errors`` and never stops
+    the stream. Packets of a type with no handler are counted in
+    ``unhandled_packets`` but still prove the link alive.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        connection_timeout: float = 0.2,
+        on_error: Callable[[ErrorInfo], object] | None = None,
+        max_buffer: int | None = None,
+        max_messages: int = MAX_MESSAGES_PER_PACKET,
+    ) -> None:
+        if connection_timeout < 0:
+            raise ValueError("connection_timeout must be >= 0 seconds")
+        self.schema = schema
+        self.connection_timeout = connection_timeout
+        self.on_error = on_error
+        self._handlers: dict[int, PacketHandler] = {}
+        self._now = 0.0
+        self.last_receive_time: float | None = None
+        self.packets_received = 0
+        self.unhandled_packets = 0
+        self.parser = StreamParser(
+            schema,
+            self._on_packet,
+            self._on_error,
+            max_buffer=max_buffer,
+            max_messages=max_messages,
+        )
+
+    def _spec(self, type_or_name: int | str | MessageSpec) -> MessageSpec:
+        if isinstance(type_or_name, MessageSpec):
+            spec = self.schema.get(type_or_name.id)
+            if spec is not type_or_name and (spec is None or spec.name != type_or_name.name):
+                raise KeyError(f"{type_or_name.name} is not a message of this schema")
+            return type_or_name
+        return self.schema[type_or_name]
+
+    def register(self, type_or_name: int | str | MessageSpec, handler: PacketHandler) -> None:
+        """Send packets of this message type to ``handler(packet, now)`` (replaces any)."""
+        if not callable(handler):
+            raise TypeError("handler must be callable as handler(packet, now)")
+        self._handlers[self._spec(type_or_name).id] = handler
+
+    def unregister(self, type_or_name: int | str | MessageSpec) -> None:
+        self._handlers.pop(self._spec(type_or_name).id, None)
+
+    def push(self, data: bytes | bytearray | memoryview, now: float) -> None:
+        """Feed received bytes; ``now`` is the receive time in seconds."""
+        self._now = now
+        self.parser.push(data)
+
+    def reset(self) -> None:
+        """A new connection: drop partial frames and forget the last receive time."""
+        self.parser.reset()
+        self.last_receive_time = None
+
+    def is_connected(self, now: float) -> bool:
+        """A packet arrived no more than ``connection_timeout`` before ``now``."""
+        last = self.last_receive_time
+        return last is not None and now - last <= self.connection_timeout
+
+    @property
+    def parse_errors(self) -> int:
+        return self.parser.errors
+
+    @property
+    def handler_errors(self) -> int:
+        return self.parser.callback_errors
+
+    @property
+    def last_handler_error(self) -> BaseException | None:
+        return self.parser.last_callback_error
+
+    def _on_packet(self, packet: PacketView) -> None:
+        now = self._now
+        self.last_receive_time = now
+        self.packets_received += 1
+        handler = self._handlers.get(packet.type_id)
+        if handler is None:
+            self.unhandled_packets += 1
+            return
+        handler(packet, now)
+
+    def _on_error(self, info: ErrorInfo) -> None:
+        if self.on_error is not None:
+            self.on_error(info)

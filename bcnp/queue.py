@@ -1,0 +1,298 @@
+"""Message queue: timed execution of queued commands on the robot side.
+
+Implements "Command Execution Model" of the BCNP 3.2.2 overview with the
+reference's timing rules:
+
+* not connected (nothing received, or the last packet older than
+  ``connection_timeout``): the queue and the active message are cleared;
+* a message that has run its ``durationMs`` ends at exactly
+  ``start + duration`` (the virtual cursor), not at ``now``, so a chain of
+  short commands does not drift with loop jitter;
+* the next message starts at the cursor (or ``now`` with no cursor); one that
+  would have ended before ``now - max_command_lag`` is skipped and counted,
+  one that started before that floor is clamped to it;
+* several short messages can complete inside one tick.
+
+One addition: when the queue had run dry (the robot was idle) and the next
+command arrives more than ``max_command_lag`` after the last one ended, it
+starts at ``now``. A late command after an idle gap is not a backlog and is
+not skipped.
+
+Time is kept in integer microseconds internally, so boundaries are exact.
+Packets are queued as :class:`~bcnp.wire.PacketView` runs: no Python object
+is made per message until a message becomes active or is inspected.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .schema import Message, MessageSpec
+from .wire import CLEAR_QUEUE, PacketView
+
+__all__ = ["MessageQueue", "MessageQueueConfig", "QueueMetrics"]
+
+_US = 1_000_000
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * _US)
+
+
+@dataclass(frozen=True)
+class MessageQueueConfig:
+    """Queue limits. Defaults are the spec's: 200 messages, 200 ms, 100 ms."""
+
+    capacity: int = 200
+    connection_timeout: float = 0.2
+    max_command_lag: float = 0.1
+    duration_field: str = "durationMs"
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        if self.connection_timeout < 0 or self.max_command_lag < 0:
+            raise ValueError("connection_timeout and max_command_lag must be >= 0 seconds")
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    received: int  # messages offered to the queue (accepted or not)
+    overflows: int  # messages refused because the queue was full
+    skipped: int  # stale messages skipped instead of executed late
+
+
+class _Run:
+    """A contiguous slice of queued messages from one packet or one push."""
+
+    __slots__ = ("index", "end", "message_at", "duration_at")
+
+    def __init__(
+        self,
+        index: int,
+        end: int,
+        message_at: Callable[[int], Message],
+        duration_at: Callable[[int], int],
+    ) -> None:
+        self.index = index
+        self.end = end
+        self.message_at = message_at
+        self.duration_at = duration_at
+
+
+class MessageQueue:
+    """Thread-safe queue of timed messages (any type with a ``durationMs`` field).
+
+    The receive thread pushes (``push``, ``push_batch``, ``handle_packet``);
+    the robot thread calls ``update(now)`` once per tick and executes
+    ``active()``. Every method holds one lock briefly and never blocks on I/O.
+    """
+
+    def __init__(self, config: MessageQueueConfig | None = None) -> None:
+        self.config = config if config is not None else MessageQueueConfig()
+        self._capacity = self.config.capacity
+        self._timeout_us = _us(self.config.connection_timeout)
+        self._lag_us = _us(self.config.max_command_lag)
+        self._field = self.config.duration_field
+        self._lock = threading.Lock()
+        self._runs: deque[_Run] = deque()
+        self._size = 0
+        self._active: Message | None = None
+        self._active_start = 0
+        self._active_duration = 0
+        self._cursor: int | None = None
+        self._idle = False  # the queue ran dry after the message that set _cursor
+        self._last_rx: int | None = None
+        self._received = 0
+        self._overflows = 0
+        self._skipped = 0
+        self._duration_readers: dict[int, tuple[MessageSpec, Callable[..., tuple[int]], int]] = {}
+
+    # -- receive side --------------------------------------------------------
+
+    def push(self, msg: Message) -> bool:
+        """Queue one message; ``False`` (and an overflow counted) when full."""
+        return self.push_batch((msg,)) == 1
+
+    def push_batch(self, msgs: Sequence[Message] | PacketView, clear: bool = False) -> int:
+        """Queue a packet's worth under one lock; returns how many were accepted.
+
+        With ``clear`` the queue and the active message are dropped first.
+        Messages beyond the free space are refused and counted as overflows.
+        """
+        run_factory = self._run_factory(msgs)
+        with self._lock:
+            if clear:
+                self._clear_locked()
+            return self._append_locked(len(msgs), run_factory)
+
+    def handle_packet(self, packet: PacketView, now: float) -> None:
+        """Dispatcher handler: CLEAR_QUEUE, batch push and liveness in one lock."""
+        run_factory = self._run_factory(packet)
+        with self._lock:
+            if packet.flags & CLEAR_QUEUE:
+                self._clear_locked()
+            self._append_locked(packet.count, run_factory)
+            self._last_rx = _us(now)
+
+    def notify_received(self, now: float) -> None:
+        """A good packet arrived at ``now``: the link is alive."""
+        with self._lock:
+            self._last_rx = _us(now)
+
+    def clear(self) -> None:
+        """Drop every queued message and the active one (stop now)."""
+        with self._lock:
+            self._clear_locked()
+
+    # -- robot side ----------------------------------------------------------
+
+    def update(self, now: float) -> Message | None:
+        """Advance time to ``now`` (seconds); returns the message to execute."""
+        t = _us(now)
+        with self._lock:
+            last = self._last_rx
+            if last is None or t - last > self._timeout_us:
+                self._clear_locked()
+                return None
+            if self._active is not None and t - self._active_start >= self._active_duration:
+                self._cursor = self._active_start + self._active_duration
+                self._active = None
+            if self._active is None:
+                self._promote_locked(t)
+            return self._active
+
+    def active(self) -> Message | None:
+        """The message to execute now, or ``None``."""
+        return self._active
+
+    @property
+    def active_started_at(self) -> float | None:
+        """When the active message started (seconds, virtual time), or ``None``."""
+        with self._lock:
+            return self._active_start / _US if self._active is not None else None
+
+    def size(self) -> int:
+        """Messages waiting (the active one not included)."""
+        return self._size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def is_connected(self, now: float) -> bool:
+        last = self._last_rx
+        return last is not None and _us(now) - last <= self._timeout_us
+
+    @property
+    def last_receive_time(self) -> float | None:
+        last = self._last_rx
+        return None if last is None else last / _US
+
+    @property
+    def metrics(self) -> QueueMetrics:
+        return QueueMetrics(self._received, self._overflows, self._skipped)
+
+    def drain(self) -> list[Message]:
+        """Remove and return every waiting message, decoded (diagnostics, tests)."""
+        with self._lock:
+            out: list[Message] = []
+            for run in self._runs:
+                out.extend(map(run.message_at, range(run.index, run.end)))
+            self._runs.clear()
+            self._size = 0
+            return out
+
+    # -- internals -----------------------------------------------------------
+
+    def _run_factory(self, msgs: Sequence[Message] | PacketView) -> Callable[[int], _Run]:
+        """Build (outside the lock) a maker of runs over ``msgs``."""
+        if isinstance(msgs, PacketView):
+            spec = msgs.spec
+            reader = self._duration_readers.get(spec.id)
+            if reader is None or reader[0] is not spec:
+                reader = self._make_reader(spec)
+                self._duration_readers[spec.id] = reader
+            _, unpack_from, field_offset = reader
+            data = msgs._data
+            base = msgs._offset + field_offset
+            size = spec.wire_size
+
+            def duration_at(i: int) -> int:
+                return unpack_from(data, base + i * size)[0]
+
+            message_at = msgs.__getitem__
+        else:
+            items = list(msgs)
+            field = self._field
+            for m in items:
+                if not hasattr(m, field):
+                    raise TypeError(f"{m!r} has no {field!r} field: it cannot be queued")
+
+            def duration_at(i: int) -> int:
+                return int(getattr(items[i], field))
+
+            message_at = items.__getitem__
+        return lambda take: _Run(0, take, message_at, duration_at)
+
+    def _make_reader(self, spec: MessageSpec) -> tuple[MessageSpec, Callable[..., tuple[int]], int]:
+        try:
+            field = spec.field(self._field)
+        except KeyError:
+            raise TypeError(f"{spec.name} has no {self._field!r} field: it cannot be queued") from None
+        if field.is_float:
+            raise TypeError(f"{spec.name}.{self._field} must be an integer field (milliseconds)")
+        code = field.field_type.struct_code
+        return spec, struct.Struct(">" + code).unpack_from, field.offset
+
+    def _append_locked(self, count: int, run_factory: Callable[[int], _Run]) -> int:
+        self._received += count
+        take = min(count, self._capacity - self._size)
+        self._overflows += count - take
+        if take > 0:
+            self._runs.append(run_factory(take))
+            self._size += take
+        return take
+
+    def _clear_locked(self) -> None:
+        self._runs.clear()
+        self._size = 0
+        self._active = None
+        self._cursor = None
+        self._idle = False
+
+    def _promote_locked(self, t: int) -> None:
+        floor = t - self._lag_us
+        runs = self._runs
+        while runs:
+            run = runs[0]
+            index = run.index
+            duration = run.duration_at(index) * 1000
+            run.index = index + 1
+            if run.index >= run.end:
+                runs.popleft()
+            self._size -= 1
+            cursor = self._cursor
+            if cursor is None or (self._idle and cursor < floor):
+                start = t  # nothing to follow, or a fresh start after an idle gap
+            else:
+                start = cursor
+                if start + duration < floor:
+                    self._skipped += 1  # stale: skipped, never executed late
+                    self._cursor = start + duration
+                    continue
+                if start < floor:
+                    start = floor
+            self._idle = False
+            if t - start >= duration:
+                self._cursor = start + duration  # finished inside this tick
+                continue
+            self._active = run.message_at(index)
+            self._active_start = start
+            self._active_duration = duration
+            return
+        if self._cursor is not None:
+            self._idle = True

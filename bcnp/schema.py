@@ -1,0 +1,593 @@
+"""Message schema: loading, validation, the schema hash and message classes.
+
+Implements "Registration-Based Serialization" and "Schema Hash" of the BCNP
+3.2.2 overview and the field type table of the 3.2 wire spec. The hash is the
+IEEE CRC-32 of a canonical JSON text (messages by id; only id, name, fields;
+fields only name, type and a scale when the source gives one; keys sorted, no
+whitespace) so that it matches the reference generator bit for bit.
+
+A message built from a spec holds its *wire* values: float32 fields are scaled
+and rounded half away from zero when the message is built, and every value is
+range-checked then. Reading a field gives the value that travels on the wire
+(``raw / scale`` for float32), so ``decode(encode(m)) == m`` always holds and
+encoding a batch is a single ``struct`` pack.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import math
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeGuard, Union
+
+__all__ = [
+    "DEFAULT_FLOAT_SCALE",
+    "FIELD_TYPES",
+    "FieldSpec",
+    "FieldType",
+    "Message",
+    "MessageSpec",
+    "Schema",
+    "SchemaError",
+    "SUPPORTED_SCHEMA_VERSION",
+    "compute_schema_hash",
+    "load_schema",
+]
+
+#: The only schema version this implementation speaks: its packets carry
+#: major 3, minor 2 in the header, taken from this string.
+SUPPORTED_SCHEMA_VERSION = "3.2"
+
+#: Scale applied to a float32 field whose schema entry gives none.
+DEFAULT_FLOAT_SCALE = 10000
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """One row of the wire spec's field type table."""
+
+    name: str
+    struct_code: str
+    size: int
+    raw_min: int
+    raw_max: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.name == "float32"
+
+
+FIELD_TYPES: dict[str, FieldType] = {
+    t.name: t
+    for t in (
+        FieldType("int8", "b", 1, -(2**7), 2**7 - 1),
+        FieldType("uint8", "B", 1, 0, 2**8 - 1),
+        FieldType("int16", "h", 2, -(2**15), 2**15 - 1),
+        FieldType("uint16", "H", 2, 0, 2**16 - 1),
+        FieldType("int32", "i", 4, INT32_MIN, INT32_MAX),
+        FieldType("uint32", "I", 4, 0, 2**32 - 1),
+        # float32 travels as a big-endian int32 holding value * scale.
+        FieldType("float32", "i", 4, INT32_MIN, INT32_MAX),
+    )
+}
+
+_MESSAGE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_FIELD_NAME = re.compile(r"^[a-z][A-Za-z0-9]*$")
+_VERSION_SHAPE = re.compile(r"^\d+\.\d+$")
+
+# Field names must be usable as attributes in Python and as members in the
+# generated C++; names the message classes already use are refused too.
+_CPP_KEYWORDS = frozenset(
+    """alignas alignof and and_eq asm auto bitand bitor bool break case catch
+    char char8_t char16_t char32_t class compl concept const consteval constexpr
+    constinit const_cast continue co_await co_return co_yield decltype default
+    delete do double dynamic_cast else enum explicit export extern false float
+    for friend goto if inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq private protected public register reinterpret_cast
+    requires return short signed sizeof static static_assert static_cast struct
+    switch template this thread_local throw true try typedef typeid typename
+    union unsigned using virtual void volatile wchar_t while xor xor_eq""".split()
+)
+_RESERVED_FIELD_NAMES = frozenset({"spec", "raw", "replace", "encode", "decode"})
+
+_TOP_KEYS = frozenset({"$schema", "version", "namespace", "description", "messages"})
+_MESSAGE_KEYS = frozenset({"id", "name", "description", "fields"})
+_FIELD_KEYS = frozenset({"name", "type", "scale", "unit", "description"})
+
+
+class SchemaError(ValueError):
+    """A schema file or dict that cannot be used.
+
+    ``problems`` holds one line per problem, each naming the file, message,
+    field and the rule broken.
+    """
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def _round_half_away(value: float) -> int:
+    """Round like C ``llround``: halves go away from zero."""
+    magnitude = abs(value)
+    whole = math.floor(magnitude)
+    if magnitude - whole >= 0.5:  # exact: whole and magnitude share a binade
+        whole += 1
+    return int(-whole if value < 0 else whole)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a message, in wire order."""
+
+    name: str
+    type: str
+    scale: int | None  # as written in the schema (None when absent)
+    unit: str | None
+    description: str | None
+    offset: int  # byte offset inside the message
+
+    @property
+    def field_type(self) -> FieldType:
+        return FIELD_TYPES[self.type]
+
+    @property
+    def size(self) -> int:
+        return FIELD_TYPES[self.type].size
+
+    @property
+    def is_float(self) -> bool:
+        return self.type == "float32"
+
+    @property
+    def effective_scale(self) -> int:
+        """The scale used on the wire (the default applies to unscaled floats)."""
+        if not self.is_float:
+            return 1
+        return self.scale if self.scale is not None else DEFAULT_FLOAT_SCALE
+
+    def to_wire(self, value: Any, owner: str = "") -> int:
+        """Convert a user value to the integer that travels on the wire.
+
+        Raises ``ValueError`` (or ``TypeError`` for a non-number) naming the
+        field, the value and the allowed range.
+        """
+        where = f"{owner}.{self.name}" if owner else self.name
+        ftype = FIELD_TYPES[self.type]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool):
+                value = int(value)
+            else:
+                raise TypeError(f"{where}: expected a number, got {value!r}")
+        if self.is_float:
+            scale = self.effective_scale
+            if not math.isfinite(value):
+                raise ValueError(f"{where}: {value!r} is not a finite number")
+            raw = _round_half_away(float(value) * scale)
+            if not ftype.raw_min <= raw <= ftype.raw_max:
+                lo = ftype.raw_min / scale
+                hi = ftype.raw_max / scale
+                raise ValueError(
+                    f"{where}: {value!r} is outside the float32 wire range "
+                    f"[{lo}, {hi}] (int32 at scale {scale})"
+                )
+            return raw
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"{where}: {value!r} is not an integer ({self.type})")
+            value = int(value)
+        if not ftype.raw_min <= value <= ftype.raw_max:
+            raise ValueError(
+                f"{where}: {value!r} is outside the {self.type} range [{ftype.raw_min}, {ftype.raw_max}]"
+            )
+        return int(value)
+
+    def from_wire(self, raw: int) -> float | int:
+        return raw / self.effective_scale if self.is_float else raw
+
+
+class Message:
+    """Base of every message class a :class:`MessageSpec` builds.
+
+    Instances are immutable and hold the wire integers in ``raw``; each
+    schema field is a read-only attribute (float32 fields read as
+    ``raw / scale``). Two messages are equal when they are of the same type
+    and carry the same wire values.
+    """
+
+    __slots__ = ("_raw",)
+    _raw: tuple[int, ...]
+    spec: ClassVar[MessageSpec]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        spec = type(self).spec
+        fields = spec.fields
+        if len(args) > len(fields):
+            raise TypeError(f"{spec.name}() takes {len(fields)} values, got {len(args)}")
+        values: dict[str, Any] = dict(zip((f.name for f in fields), args, strict=False))
+        for key, value in kwargs.items():
+            if key in values:
+                raise TypeError(f"{spec.name}() got two values for {key!r}")
+            values[key] = value
+        unknown = set(values) - set(spec.field_names)
+        if unknown:
+            raise TypeError(f"{spec.name}() has no field(s) {', '.join(sorted(unknown))}")
+        missing = [f.name for f in fields if f.name not in values]
+        if missing:
+            raise TypeError(f"{spec.name}() is missing field(s) {', '.join(missing)}")
+        self._raw = tuple(f.to_wire(values[f.name], spec.name) for f in fields)
+
+    @property
+    def raw(self) -> tuple[int, ...]:
+        """The wire integers, in field order."""
+        return self._raw
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {f.name: f.from_wire(r) for f, r in zip(type(self).spec.fields, self._raw, strict=True)}
+
+    def replace(self, **changes: Any) -> Message:
+        """A copy with some fields changed (validated like a new message)."""
+        values = self.as_dict()
+        values.update(changes)
+        return type(self)(**values)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._raw == other._raw
+
+    def __hash__(self) -> int:
+        return hash((type(self).spec.id, self._raw))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"{type(self).spec.name}({inner})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self).spec.message_from_raw, (self._raw,))
+
+
+_new_object = object.__new__
+
+
+def _make_message_class(spec: MessageSpec) -> type[Message]:
+    namespace: dict[str, Any] = {"__slots__": (), "spec": spec, "__doc__": spec.description}
+    for index, field in enumerate(spec.fields):
+        namespace[field.name] = _field_property(index, field)
+    return type(spec.name, (Message,), namespace)
+
+
+def _field_property(index: int, field: FieldSpec) -> property:
+    doc = f"{field.type}" + (f" [{field.unit}]" if field.unit else "")
+    if field.is_float:
+        scale = field.effective_scale
+
+        def get_float(self: Message) -> float:
+            return self._raw[index] / scale
+
+        return property(get_float, doc=doc)
+
+    def get_int(self: Message) -> int:
+        return self._raw[index]
+
+    return property(get_int, doc=doc)
+
+
+class MessageSpec:
+    """A message type: id, name, fields in wire order, wire size.
+
+    Calling a spec builds a message: ``spec(vx=1.0, omega=0.0, durationMs=100)``.
+    """
+
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        fields: Sequence[FieldSpec],
+        description: str | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.fields: tuple[FieldSpec, ...] = tuple(fields)
+        self.description = description
+        self.field_names: tuple[str, ...] = tuple(f.name for f in self.fields)
+        self.struct = struct.Struct(">" + "".join(f.field_type.struct_code for f in self.fields))
+        self.wire_size: int = self.struct.size
+        self.message_class: type[Message] = _make_message_class(self)
+        cls = self.message_class
+        raw_slot = Message.__dict__["_raw"]  # the slot descriptor: sets without __init__
+
+        def from_raw(raw: tuple[int, ...]) -> Message:
+            msg = _new_object(cls)
+            raw_slot.__set__(msg, raw)
+            return msg
+
+        #: Build a message from wire integers (no validation: they came off the wire
+        #: or from ``struct.unpack`` of this spec, so they are in range).
+        self.message_from_raw = from_raw
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Message:
+        return self.message_class(*args, **kwargs)
+
+    def field(self, name: str) -> FieldSpec:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")
+
+    def field_index(self, name: str) -> int:
+        try:
+            return self.field_names.index(name)
+        except ValueError:
+            raise KeyError(f"{self.name} has no field {name!r}") from None
+
+    def to_raw(self, value: Any) -> tuple[int, ...]:
+        """Wire integers for a message of this spec, a mapping or a sequence of values."""
+        if type(value) is self.message_class:
+            return value._raw
+        if isinstance(value, Message):
+            raise TypeError(f"expected a {self.name} message, got {type(value).spec.name}")
+        if isinstance(value, Mapping):
+            return self.message_class(**value)._raw
+        return self.message_class(*value)._raw
+
+    def __repr__(self) -> str:
+        return f"<MessageSpec {self.name} id={self.id} wire_size={self.wire_size}>"
+
+
+class Schema:
+    """A loaded, validated schema: its messages in id order and its hash."""
+
+    def __init__(
+        self,
+        version: str,
+        messages: Sequence[MessageSpec],
+        hash: int,
+        source: str | None = None,
+        namespace: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.version = version
+        self.messages: tuple[MessageSpec, ...] = tuple(sorted(messages, key=lambda m: m.id))
+        self.hash = hash
+        self.source = source
+        self.namespace = namespace
+        self.description = description
+        self._by_id = {m.id: m for m in self.messages}
+        self._by_name = {m.name: m for m in self.messages}
+
+    @property
+    def by_id(self) -> Mapping[int, MessageSpec]:
+        return self._by_id
+
+    def __getitem__(self, key: int | str) -> MessageSpec:
+        try:
+            if isinstance(key, str):
+                return self._by_name[key]
+            return self._by_id[key]
+        except KeyError:
+            raise KeyError(f"schema has no message {key!r}") from None
+
+    def get(self, key: int | str) -> MessageSpec | None:
+        return self._by_name.get(key) if isinstance(key, str) else self._by_id.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_name or key in self._by_id
+
+    def __iter__(self) -> Iterator[MessageSpec]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    @property
+    def max_wire_size(self) -> int:
+        return max(m.wire_size for m in self.messages)
+
+    def __repr__(self) -> str:
+        names = ", ".join(m.name for m in self.messages)
+        return f"<Schema v{self.version} hash=0x{self.hash:08X} [{names}]>"
+
+
+def compute_schema_hash(doc: Mapping[str, Any]) -> int:
+    """CRC-32 of the canonical JSON text of a (valid) schema document."""
+    messages = []
+    for m in sorted(doc["messages"], key=lambda m: m["id"]):
+        fields = []
+        for f in m["fields"]:
+            entry = {"name": f["name"], "type": f["type"]}
+            if "scale" in f:
+                entry["scale"] = f["scale"]
+            fields.append(entry)
+        messages.append({"id": m["id"], "name": m["name"], "fields": fields})
+    canonical = json.dumps(
+        {"messages": messages, "version": doc["version"]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return zlib.crc32(canonical.encode("utf-8")) & 0xFFFFFFFF
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_keys(obj: Mapping[str, Any], allowed: frozenset[str], where: str, out: list[str]) -> None:
+    for key in obj:
+        if key not in allowed:
+            out.append(f"{where}: unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def validate_schema_document(doc: Any, source: str = "<schema>") -> list[str]:
+    """Every problem of a parsed schema document, one line each (empty: valid)."""
+    problems: list[str] = []
+    if not isinstance(doc, dict):
+        return [f"{source}: top level must be a JSON object, got {type(doc).__name__}"]
+    _check_keys(doc, _TOP_KEYS, source, problems)
+    version = doc.get("version")
+    if version is None:
+        problems.append(f"{source}: 'version' is required (\"{SUPPORTED_SCHEMA_VERSION}\")")
+    elif not isinstance(version, str) or not _VERSION_SHAPE.match(version):
+        problems.append(f'{source}: version must be a string like "3.2", got {version!r}')
+    elif version != SUPPORTED_SCHEMA_VERSION:
+        problems.append(
+            f"{source}: version {version!r} is not supported: this implementation "
+            f"speaks BCNP {SUPPORTED_SCHEMA_VERSION} (header major 3, minor 2)"
+        )
+    for key in ("namespace", "description", "$schema"):
+        if key in doc and not isinstance(doc[key], str):
+            problems.append(f"{source}: {key!r} must be a string")
+    messages = doc.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problems.append(f"{source}: 'messages' must be a non-empty list of message objects")
+        return problems
+    ids: dict[int, str] = {}
+    names: set[str] = set()
+    for index, msg in enumerate(messages):
+        problems.extend(_validate_message(msg, index, source, ids, names))
+    return problems
+
+
+def _validate_message(msg: Any, index: int, source: str, ids: dict[int, str], names: set[str]) -> list[str]:
+    out: list[str] = []
+    if not isinstance(msg, dict):
+        return [f"{source}: messages[{index}]: must be an object"]
+    name = msg.get("name")
+    label = f"message {name!r}" if isinstance(name, str) else f"messages[{index}]"
+    where = f"{source}: {label}"
+    _check_keys(msg, _MESSAGE_KEYS, where, out)
+    if not isinstance(name, str):
+        out.append(f"{where}: 'name' is required and must be a string")
+    else:
+        if not _MESSAGE_NAME.match(name):
+            out.append(f"{where}: name must be PascalCase (^[A-Z][A-Za-z0-9]*$)")
+        elif keyword.iskeyword(name) or name in ("Message", "Unknown"):
+            out.append(f"{where}: name {name!r} is a reserved word")
+        if name in names:
+            out.append(f"{where}: duplicate message name {name!r}")
+        names.add(name)
+    mid = msg.get("id")
+    if not _is_int(mid):
+        out.append(f"{where}: 'id' is required and must be an integer 1..65535, got {mid!r}")
+    elif not 1 <= mid <= 65535:
+        out.append(f"{where}: id {mid} is out of range 1..65535")
+    elif mid in ids:
+        out.append(f"{where}: duplicate id {mid} (also used by {ids[mid]!r})")
+    else:
+        ids[mid] = name if isinstance(name, str) else f"messages[{index}]"
+    if "description" in msg and not isinstance(msg["description"], str):
+        out.append(f"{where}: 'description' must be a string")
+    fields = msg.get("fields")
+    if not isinstance(fields, list) or not fields:
+        out.append(f"{where}: 'fields' must be a non-empty list of field objects")
+        return out
+    field_names: set[str] = set()
+    for findex, field in enumerate(fields):
+        out.extend(_validate_field(field, findex, where, field_names))
+    return out
+
+
+def _validate_field(field: Any, index: int, where: str, seen: set[str]) -> list[str]:
+    out: list[str] = []
+    if not isinstance(field, dict):
+        return [f"{where}: fields[{index}]: must be an object"]
+    name = field.get("name")
+    fwhere = f"{where}: field {name!r}" if isinstance(name, str) else f"{where}: fields[{index}]"
+    _check_keys(field, _FIELD_KEYS, fwhere, out)
+    if not isinstance(name, str):
+        out.append(f"{fwhere}: 'name' is required and must be a string")
+    else:
+        if not _FIELD_NAME.match(name):
+            out.append(f"{fwhere}: name must be camelCase (^[a-z][A-Za-z0-9]*$)")
+        elif (
+            keyword.iskeyword(name)
+            or keyword.issoftkeyword(name)
+            or name in _CPP_KEYWORDS
+            or name in _RESERVED_FIELD_NAMES
+        ):
+            out.append(f"{fwhere}: name {name!r} is a reserved word in Python, C++ or BCNP")
+        if name in seen:
+            out.append(f"{fwhere}: duplicate field name {name!r}")
+        seen.add(name)
+    ftype = field.get("type")
+    if not isinstance(ftype, str) or ftype not in FIELD_TYPES:
+        out.append(f"{fwhere}: unknown type {ftype!r} (one of: {', '.join(FIELD_TYPES)})")
+    if "scale" in field:
+        scale = field["scale"]
+        if ftype != "float32":
+            out.append(f"{fwhere}: 'scale' is only allowed on float32 fields, not {ftype!r}")
+        elif not _is_int(scale) or scale <= 0:
+            out.append(f"{fwhere}: scale must be a positive integer, got {scale!r}")
+        elif scale > INT32_MAX:
+            out.append(f"{fwhere}: scale {scale} exceeds the int32 range")
+    for key in ("unit", "description"):
+        if key in field and not isinstance(field[key], str):
+            out.append(f"{fwhere}: {key!r} must be a string")
+    return out
+
+
+def _read_document(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise SchemaError([f"{path}: cannot read schema: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SchemaError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError([f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from None
+
+
+SchemaSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+
+def load_schema(source: SchemaSource) -> Schema:
+    """Load and validate a schema from a JSON file path or an already-parsed dict.
+
+    Raises :class:`SchemaError` listing every problem found.
+    """
+    if isinstance(source, Mapping):
+        doc: Any = source
+        name = "<schema>"
+    else:
+        name = os.fspath(source)
+        doc = _read_document(name)
+    problems = validate_schema_document(doc, name)
+    if problems:
+        raise SchemaError(problems)
+    specs = []
+    for m in doc["messages"]:
+        offset = 0
+        fields = []
+        for f in m["fields"]:
+            fields.append(
+                FieldSpec(
+                    name=f["name"],
+                    type=f["type"],
+                    scale=f.get("scale"),
+                    unit=f.get("unit"),
+                    description=f.get("description"),
+                    offset=offset,
+                )
+            )
+            offset += FIELD_TYPES[f["type"]].size
+        specs.append(MessageSpec(m["id"], m["name"], fields, m.get("description")))
+    return Schema(
+        version=doc["version"],
+        messages=specs,
+        hash=compute_schema_hash(doc),
+        source=None if isinstance(source, Mapping) else name,
+        namespace=doc.get("namespace"),
+        description=doc.get("description"),
+    )

@@ -1,0 +1,300 @@
+"""Wire format: handshake, packet header, packet encode/decode, error codes.
+
+Implements "Wire Format" of the BCNP 3.2 wire spec: an 8-byte handshake
+(``b"BCNP"`` + big-endian schema hash) and data packets of a 7-byte header
+(major 3, minor 2, flags, type id u16, count u16), ``count * wire_size`` bytes
+of payload and an IEEE CRC-32 (u32) over header and payload. All integers are
+big-endian.
+
+A decoded packet is a :class:`PacketView`: the checked bytes plus an offset.
+Messages are decoded when they are read, never on arrival.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain, repeat
+from operator import attrgetter, is_not
+from typing import Any, NamedTuple, overload
+
+from .schema import Message, MessageSpec, Schema
+
+__all__ = [
+    "CLEAR_QUEUE",
+    "CRC_SIZE",
+    "HANDSHAKE_MAGIC",
+    "HANDSHAKE_SIZE",
+    "HEADER_SIZE",
+    "MAX_MESSAGES_PER_PACKET",
+    "MIN_PACKET_SIZE",
+    "PROTOCOL_MAJOR",
+    "PROTOCOL_MINOR",
+    "ErrorInfo",
+    "HandshakeError",
+    "PacketDecodeError",
+    "PacketError",
+    "PacketHeader",
+    "PacketView",
+    "decode_packet",
+    "encode_handshake",
+    "encode_packet",
+    "frame_size",
+    "parse_handshake",
+]
+
+PROTOCOL_MAJOR = 3
+PROTOCOL_MINOR = 2
+HEADER_SIZE = 7
+CRC_SIZE = 4
+MIN_PACKET_SIZE = HEADER_SIZE + CRC_SIZE
+MAX_MESSAGES_PER_PACKET = 0xFFFF
+HANDSHAKE_MAGIC = b"BCNP"
+HANDSHAKE_SIZE = 8
+
+#: Header flag bit 0: clear the receiver's queue before queueing this packet.
+CLEAR_QUEUE = 0x01
+
+_HEADER = struct.Struct(">BBBHH")
+_U32 = struct.Struct(">I")
+_HANDSHAKE = struct.Struct(">4sI")
+
+
+class PacketError(enum.IntEnum):
+    """The spec's parser error codes."""
+
+    TOO_SMALL = 1
+    UNSUPPORTED_VERSION = 2
+    TOO_MANY_MESSAGES = 3
+    TRUNCATED = 4
+    CHECKSUM_MISMATCH = 5
+    UNKNOWN_MESSAGE_TYPE = 6
+    SCHEMA_MISMATCH = 7
+
+
+class ErrorInfo(NamedTuple):
+    """One parse error: its code, the stream offset of the bad frame's first
+    byte, and how many errors in a row there have been (a good packet resets it)."""
+
+    code: PacketError
+    offset: int
+    consecutive_errors: int
+
+    def __str__(self) -> str:
+        return f"{self.code.name} at stream offset {self.offset} ({self.consecutive_errors} in a row)"
+
+
+class PacketDecodeError(ValueError):
+    """A buffer that is not one valid packet; ``code`` says why."""
+
+    def __init__(self, code: PacketError, message: str, offset: int = 0) -> None:
+        self.code = code
+        self.offset = offset
+        super().__init__(f"{code.name}: {message}")
+
+
+class HandshakeError(ValueError):
+    """Bytes that are not a BCNP handshake."""
+
+
+@dataclass(frozen=True)
+class PacketHeader:
+    """The 7-byte packet header, decoded."""
+
+    major: int
+    minor: int
+    flags: int
+    type_id: int
+    count: int
+
+
+def encode_handshake(schema_hash: int) -> bytes:
+    """The 8-byte handshake: ``b"BCNP"`` + the schema hash (u32, big-endian)."""
+    if not 0 <= schema_hash <= 0xFFFFFFFF:
+        raise ValueError(f"schema hash {schema_hash!r} is not a 32-bit unsigned value")
+    return _HANDSHAKE.pack(HANDSHAKE_MAGIC, schema_hash)
+
+
+def parse_handshake(data: bytes | bytearray | memoryview) -> int:
+    """The schema hash carried by an 8-byte handshake.
+
+    Raises :class:`HandshakeError` on a wrong length or magic.
+    """
+    if len(data) != HANDSHAKE_SIZE:
+        raise HandshakeError(
+            f"handshake must be {HANDSHAKE_SIZE} bytes, got {len(data)}: {bytes(data[:16]).hex(' ')}"
+        )
+    magic, schema_hash = _HANDSHAKE.unpack(data)
+    if magic != HANDSHAKE_MAGIC:
+        raise HandshakeError(f"handshake magic must be b'BCNP', got {magic!r}")
+    return int(schema_hash)
+
+
+def frame_size(spec: MessageSpec, count: int) -> int:
+    """Bytes on the wire of a packet of ``count`` messages of ``spec``."""
+    return MIN_PACKET_SIZE + count * spec.wire_size
+
+
+class PacketView:
+    """A checked packet: the bytes it arrived in and where its payload starts.
+
+    ``len()`` is the message count; indexing and iteration decode messages
+    when they are read. ``raw(i)`` gives the wire integers of message ``i``.
+    The view keeps a reference to the immutable bytes it was parsed from,
+    never a copy per message.
+    """
+
+    __slots__ = ("spec", "flags", "type_id", "count", "_data", "_offset")
+
+    def __init__(self, spec: MessageSpec, flags: int, count: int, data: bytes, offset: int) -> None:
+        self.spec = spec
+        self.flags = flags
+        self.type_id = spec.id
+        self.count = count
+        self._data = data
+        self._offset = offset  # of the first payload byte
+
+    @property
+    def header(self) -> PacketHeader:
+        return PacketHeader(PROTOCOL_MAJOR, PROTOCOL_MINOR, self.flags, self.type_id, self.count)
+
+    @property
+    def clear_queue(self) -> bool:
+        return bool(self.flags & CLEAR_QUEUE)
+
+    @property
+    def payload(self) -> memoryview:
+        start = self._offset
+        return memoryview(self._data)[start : start + self.count * self.spec.wire_size]
+
+    @property
+    def wire_size(self) -> int:
+        """Size of the whole packet on the wire, header and CRC included."""
+        return frame_size(self.spec, self.count)
+
+    def to_bytes(self) -> bytes:
+        """The packet exactly as it was on the wire."""
+        start = self._offset - HEADER_SIZE
+        return bytes(self._data[start : start + self.wire_size])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def raw(self, index: int) -> tuple[int, ...]:
+        if not 0 <= index < self.count:
+            raise IndexError(f"message index {index} out of range 0..{self.count - 1}")
+        spec = self.spec
+        return spec.struct.unpack_from(self._data, self._offset + index * spec.wire_size)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        if index < 0:
+            index += self.count
+        return self.spec.message_from_raw(self.raw(index))
+
+    def __iter__(self) -> Iterator[Message]:
+        return map(self.spec.message_from_raw, self.iter_raw())
+
+    def iter_raw(self) -> Iterator[tuple[int, ...]]:
+        return self.spec.struct.iter_unpack(self.payload)
+
+    def __repr__(self) -> str:
+        flags = " CLEAR_QUEUE" if self.clear_queue else ""
+        return f"<PacketView {self.spec.name} x{self.count}{flags}>"
+
+
+@lru_cache(maxsize=8)
+def _batch_struct(codes: str, count: int) -> struct.Struct:
+    return struct.Struct(">" + codes * count)
+
+
+_get_raw = attrgetter("_raw")
+
+
+def _payload_raw(spec: MessageSpec, messages: Sequence[Any]) -> Iterable[int]:
+    """The flat wire integers of a batch, fast when all are this spec's messages."""
+    cls = spec.message_class
+    if not any(map(is_not, map(type, messages), repeat(cls))):
+        return chain.from_iterable(map(_get_raw, messages))
+    return chain.from_iterable(map(spec.to_raw, messages))
+
+
+def encode_packet(
+    spec: MessageSpec, messages: Iterable[Message | Sequence[Any] | dict[str, Any]] = (), flags: int = 0
+) -> bytes:
+    """One packet of ``messages`` (all of ``spec``'s type) with ``flags``.
+
+    ``messages`` may hold messages built by ``spec`` or plain sequences /
+    mappings of field values (validated here). Raises ``ValueError`` for a
+    batch over 65,535 messages, bad flags or a value out of range.
+    """
+    if not isinstance(messages, Sequence):
+        messages = list(messages)
+    count = len(messages)
+    if count > MAX_MESSAGES_PER_PACKET:
+        raise ValueError(
+            f"{count} messages do not fit one packet (at most {MAX_MESSAGES_PER_PACKET}); split the batch"
+        )
+    if not 0 <= flags <= 0xFF:
+        raise ValueError(f"flags must fit one byte, got {flags!r}")
+    header = _HEADER.pack(PROTOCOL_MAJOR, PROTOCOL_MINOR, flags, spec.id, count)
+    codes = spec.struct.format[1:]
+    payload = _batch_struct(codes, count).pack(*_payload_raw(spec, messages)) if count else b""
+    crc = zlib.crc32(payload, zlib.crc32(header))
+    return b"".join((header, payload, _U32.pack(crc)))
+
+
+def decode_packet(schema: Schema, data: bytes | bytearray | memoryview) -> PacketView:
+    """Decode one complete packet held in ``data`` (exactly one, nothing more).
+
+    Raises :class:`PacketDecodeError` with the matching :class:`PacketError`.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    size = len(data)
+    if size < MIN_PACKET_SIZE:
+        raise PacketDecodeError(
+            PacketError.TOO_SMALL, f"{size} bytes is below the {MIN_PACKET_SIZE}-byte minimum packet"
+        )
+    major, minor, flags, type_id, count = _HEADER.unpack_from(data)
+    if (major, minor) != (PROTOCOL_MAJOR, PROTOCOL_MINOR):
+        raise PacketDecodeError(
+            PacketError.UNSUPPORTED_VERSION,
+            f"version {major}.{minor}, this implementation speaks {PROTOCOL_MAJOR}.{PROTOCOL_MINOR}",
+        )
+    spec = schema.get(type_id)
+    if spec is None:
+        raise PacketDecodeError(
+            PacketError.UNKNOWN_MESSAGE_TYPE, f"message type id {type_id} is not in the schema"
+        )
+    expected = frame_size(spec, count)
+    if size < expected:
+        raise PacketDecodeError(
+            PacketError.TRUNCATED,
+            f"{count} x {spec.name} needs {expected} bytes, the buffer holds {size}",
+        )
+    if size > expected:
+        raise PacketDecodeError(
+            PacketError.SCHEMA_MISMATCH,
+            f"{count} x {spec.name} is {expected} bytes but the buffer holds {size}: "
+            "the sender's message layout differs from this schema, or extra bytes follow",
+        )
+    body = memoryview(data)[: expected - CRC_SIZE]
+    (sent_crc,) = _U32.unpack_from(data, expected - CRC_SIZE)
+    crc = zlib.crc32(body)
+    if crc != sent_crc:
+        raise PacketDecodeError(
+            PacketError.CHECKSUM_MISMATCH, f"CRC 0x{sent_crc:08X} sent, 0x{crc:08X} computed"
+        )
+    return PacketView(spec, flags, count, data, HEADER_SIZE)

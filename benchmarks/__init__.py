@@ -1,0 +1,1 @@
+"""Benchmarks: print figures, assert nothing about speed (see the README)."""
