@@ -30,6 +30,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .schema import Message, MessageSpec
 from .wire import CLEAR_QUEUE, PacketView
@@ -66,22 +67,13 @@ class QueueMetrics:
     skipped: int  # stale messages skipped instead of executed late
 
 
-class _Run:
-    """A contiguous slice of queued messages from one packet or one push."""
-
-    __slots__ = ("index", "end", "message_at", "duration_at")
-
-    def __init__(
-        self,
-        index: int,
-        end: int,
-        message_at: Callable[[int], Message],
-        duration_at: Callable[[int], int],
-    ) -> None:
-        self.index = index
-        self.end = end
-        self.message_at = message_at
-        self.duration_at = duration_at
+# A run is a contiguous slice of queued messages from one packet or one push:
+# [next index, end index, source, data, duration offset, stride, unpack].
+# For a PacketView the durations are read straight from its bytes, so skipping
+# a stale message makes no message object; for a list of messages ``data`` is
+# None and the duration attribute is read instead.
+_IDX, _END, _SRC, _DATA, _BASE, _STRIDE, _UNPACK = range(7)
+_Run = list[Any]
 
 
 class MessageQueue:
@@ -110,7 +102,7 @@ class MessageQueue:
         self._received = 0
         self._overflows = 0
         self._skipped = 0
-        self._duration_readers: dict[int, tuple[MessageSpec, Callable[..., tuple[int]], int]] = {}
+        self._readers: dict[MessageSpec, tuple[int, Callable[..., tuple[int]]]] = {}
 
     # -- receive side --------------------------------------------------------
 
@@ -124,20 +116,21 @@ class MessageQueue:
         With ``clear`` the queue and the active message are dropped first.
         Messages beyond the free space are refused and counted as overflows.
         """
-        run_factory = self._run_factory(msgs)
+        run = self._new_run(msgs)
         with self._lock:
             if clear:
                 self._clear_locked()
-            return self._append_locked(len(msgs), run_factory)
+            return self._append_locked(run, len(msgs))
 
     def handle_packet(self, packet: PacketView, now: float) -> None:
-        """Dispatcher handler: CLEAR_QUEUE, batch push and liveness in one lock."""
-        run_factory = self._run_factory(packet)
+        """Dispatcher handler: CLEAR_QUEUE, batch push and liveness under one lock."""
+        run = self._new_run(packet)
+        t = round(now * _US)
         with self._lock:
             if packet.flags & CLEAR_QUEUE:
                 self._clear_locked()
-            self._append_locked(packet.count, run_factory)
-            self._last_rx = _us(now)
+            self._append_locked(run, packet.count)
+            self._last_rx = t
 
     def notify_received(self, now: float) -> None:
         """A good packet arrived at ``now``: the link is alive."""
@@ -201,59 +194,44 @@ class MessageQueue:
         with self._lock:
             out: list[Message] = []
             for run in self._runs:
-                out.extend(map(run.message_at, range(run.index, run.end)))
+                out.extend(map(run[_SRC].__getitem__, range(run[_IDX], run[_END])))
             self._runs.clear()
             self._size = 0
             return out
 
     # -- internals -----------------------------------------------------------
 
-    def _run_factory(self, msgs: Sequence[Message] | PacketView) -> Callable[[int], _Run]:
-        """Build (outside the lock) a maker of runs over ``msgs``."""
+    def _new_run(self, msgs: Sequence[Message] | PacketView) -> _Run:
+        """A run over ``msgs`` (built outside the lock; its end is set on append)."""
         if isinstance(msgs, PacketView):
             spec = msgs.spec
-            reader = self._duration_readers.get(spec.id)
-            if reader is None or reader[0] is not spec:
-                reader = self._make_reader(spec)
-                self._duration_readers[spec.id] = reader
-            _, unpack_from, field_offset = reader
-            data = msgs._data
-            base = msgs._offset + field_offset
-            size = spec.wire_size
+            reader = self._readers.get(spec)
+            if reader is None:
+                reader = self._readers[spec] = self._reader(spec)
+            return [0, 0, msgs, msgs._data, msgs._offset + reader[0], spec.wire_size, reader[1]]
+        items = list(msgs)
+        for m in items:
+            if not hasattr(m, self._field):
+                raise TypeError(f"{m!r} has no {self._field!r} field: it cannot be queued")
+        return [0, 0, items, None, 0, 0, None]
 
-            def duration_at(i: int) -> int:
-                return unpack_from(data, base + i * size)[0]
-
-            message_at = msgs.__getitem__
-        else:
-            items = list(msgs)
-            field = self._field
-            for m in items:
-                if not hasattr(m, field):
-                    raise TypeError(f"{m!r} has no {field!r} field: it cannot be queued")
-
-            def duration_at(i: int) -> int:
-                return int(getattr(items[i], field))
-
-            message_at = items.__getitem__
-        return lambda take: _Run(0, take, message_at, duration_at)
-
-    def _make_reader(self, spec: MessageSpec) -> tuple[MessageSpec, Callable[..., tuple[int]], int]:
+    def _reader(self, spec: MessageSpec) -> tuple[int, Callable[..., tuple[int]]]:
+        """Offset and unpacker of the duration field inside one message of ``spec``."""
         try:
             field = spec.field(self._field)
         except KeyError:
             raise TypeError(f"{spec.name} has no {self._field!r} field: it cannot be queued") from None
         if field.is_float:
             raise TypeError(f"{spec.name}.{self._field} must be an integer field (milliseconds)")
-        code = field.field_type.struct_code
-        return spec, struct.Struct(">" + code).unpack_from, field.offset
+        return field.offset, struct.Struct(">" + field.field_type.struct_code).unpack_from
 
-    def _append_locked(self, count: int, run_factory: Callable[[int], _Run]) -> int:
+    def _append_locked(self, run: _Run, count: int) -> int:
         self._received += count
         take = min(count, self._capacity - self._size)
         self._overflows += count - take
         if take > 0:
-            self._runs.append(run_factory(take))
+            run[_END] = take
+            self._runs.append(run)
             self._size += take
         return take
 
@@ -269,10 +247,15 @@ class MessageQueue:
         runs = self._runs
         while runs:
             run = runs[0]
-            index = run.index
-            duration = run.duration_at(index) * 1000
-            run.index = index + 1
-            if run.index >= run.end:
+            index = run[_IDX]
+            data = run[_DATA]
+            if data is not None:
+                ms = run[_UNPACK](data, run[_BASE] + index * run[_STRIDE])[0]
+            else:
+                ms = getattr(run[_SRC][index], self._field)
+            duration = int(ms) * 1000
+            run[_IDX] = index + 1
+            if index + 1 >= run[_END]:
                 runs.popleft()
             self._size -= 1
             cursor = self._cursor
@@ -290,7 +273,7 @@ class MessageQueue:
             if t - start >= duration:
                 self._cursor = start + duration  # finished inside this tick
                 continue
-            self._active = run.message_at(index)
+            self._active = run[_SRC][index]
             self._active_start = start
             self._active_duration = duration
             return
