@@ -170,15 +170,15 @@ class FieldSpec:
                 raise TypeError(f"{where}: expected a number, got {value!r}")
         if self.is_float:
             scale = self.effective_scale
-            if not math.isfinite(value):
-                raise ValueError(f"{where}: {value!r} is not a finite number")
-            raw = _round_half_away(float(value) * scale)
-            if not ftype.raw_min <= raw <= ftype.raw_max:
+            finite = math.isfinite(value)
+            raw = _round_half_away(float(value) * scale) if finite else 0
+            if not finite or not ftype.raw_min <= raw <= ftype.raw_max:
                 lo = ftype.raw_min / scale
                 hi = ftype.raw_max / scale
+                problem = "is outside" if finite else "is not a finite number in"
                 raise ValueError(
-                    f"{where}: {value!r} is outside the float32 wire range "
-                    f"[{lo}, {hi}] (int32 at scale {scale})"
+                    f"{where}: {value!r} {problem} the float32 wire range [{lo}, {hi}] "
+                    f"(int32 at scale {scale})"
                 )
             return raw
         if isinstance(value, float):

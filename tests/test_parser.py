@@ -322,7 +322,9 @@ def test_big_valid_packet_is_not_cut_by_speculation(schema: bcnp.Schema) -> None
 
 
 @pytest.mark.parametrize("chunk", [None, 4096, 333])
-def test_megabyte_of_random_bytes_interleaved_with_1000_packets(schema: bcnp.Schema, chunk: int | None) -> None:
+def test_megabyte_of_random_bytes_interleaved_with_1000_packets(
+    schema: bcnp.Schema, chunk: int | None
+) -> None:
     rng = random.Random(2026)
     packets = [drive_packet(schema, rng.randint(0, 20), seed=i) for i in range(1000)]
     parts = []
