@@ -16,7 +16,6 @@ encoding a batch is a single ``struct`` pack.
 from __future__ import annotations
 
 import json
-import keyword
 import math
 import os
 import re
@@ -82,7 +81,7 @@ FIELD_TYPES: dict[str, FieldType] = {
 
 _MESSAGE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _FIELD_NAME = re.compile(r"^[a-z][A-Za-z0-9]*$")
-_VERSION_SHAPE = re.compile(r"^\d+\.\d+$")
+_VERSION_SHAPE = re.compile(r"^(\d+)\.(\d+)(\.\d+)?$")
 
 # Field names must be usable as attributes in Python and as members in the
 # generated C++; names the message classes already use are refused too.
@@ -97,7 +96,22 @@ _CPP_KEYWORDS = frozenset(
     switch template this thread_local throw true try typedef typeid typename
     union unsigned using virtual void volatile wchar_t while xor xor_eq""".split()
 )
-_RESERVED_FIELD_NAMES = frozenset({"spec", "raw", "replace", "encode", "decode"})
+# Python's hard keywords (soft keywords such as "match" or "type" are valid names).
+_PYTHON_KEYWORDS = frozenset(
+    """False None True and as assert async await break class continue def del elif
+    else except finally for from global if import in is lambda nonlocal not or pass
+    raise return try while with yield""".split()
+)
+#: Field names the message classes (runtime, generated Python and C++) already use.
+RESERVED_FIELD_NAMES = frozenset({"spec", "raw", "replace", "encode", "decode", "kTypeId", "kWireSize"})
+#: Message names that would collide with names of the runtime or the generated code.
+RESERVED_MESSAGE_NAMES = frozenset(
+    {"False", "None", "True", "Any", "ClassVar", "Dict", "IntEnum", "Iterable", "List", "Message"}
+    | {"MessageInfo", "MessageSpec", "MessageTypeId", "Optional", "Schema", "Tuple", "Type", "Union"}
+    | {"Unknown"}
+)
+#: Every field name refused as a reserved word (Python, C++ or BCNP).
+RESERVED_FIELD_WORDS = _PYTHON_KEYWORDS | _CPP_KEYWORDS | RESERVED_FIELD_NAMES
 
 _TOP_KEYS = frozenset({"$schema", "version", "namespace", "description", "messages"})
 _MESSAGE_KEYS = frozenset({"id", "name", "description", "fields"})
@@ -417,6 +431,12 @@ def compute_schema_hash(doc: Mapping[str, Any]) -> int:
     return zlib.crc32(canonical.encode("utf-8")) & 0xFFFFFFFF
 
 
+def version_is_supported(version: str) -> bool:
+    """A schema version whose packets carry major 3, minor 2 ("3.2" or "3.2.x")."""
+    match = _VERSION_SHAPE.match(version)
+    return match is not None and f"{match[1]}.{match[2]}" == SUPPORTED_SCHEMA_VERSION
+
+
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -438,10 +458,10 @@ def validate_schema_document(doc: Any, source: str = "<schema>") -> list[str]:
         problems.append(f"{source}: 'version' is required (\"{SUPPORTED_SCHEMA_VERSION}\")")
     elif not isinstance(version, str) or not _VERSION_SHAPE.match(version):
         problems.append(f'{source}: version must be a string like "3.2", got {version!r}')
-    elif version != SUPPORTED_SCHEMA_VERSION:
+    elif not version_is_supported(version):
         problems.append(
             f"{source}: version {version!r} is not supported: this implementation "
-            f"speaks BCNP {SUPPORTED_SCHEMA_VERSION} (header major 3, minor 2)"
+            f'speaks BCNP {SUPPORTED_SCHEMA_VERSION} (header major 3, minor 2: "3.2" or "3.2.x")'
         )
     for key in ("namespace", "description", "$schema"):
         if key in doc and not isinstance(doc[key], str):
@@ -470,7 +490,7 @@ def _validate_message(msg: Any, index: int, source: str, ids: dict[int, str], na
     else:
         if not _MESSAGE_NAME.match(name):
             out.append(f"{where}: name must be PascalCase (^[A-Z][A-Za-z0-9]*$)")
-        elif keyword.iskeyword(name) or name in ("Message", "Unknown"):
+        elif name in RESERVED_MESSAGE_NAMES:
             out.append(f"{where}: name {name!r} is a reserved word")
         if name in names:
             out.append(f"{where}: duplicate message name {name!r}")
@@ -508,12 +528,7 @@ def _validate_field(field: Any, index: int, where: str, seen: set[str]) -> list[
     else:
         if not _FIELD_NAME.match(name):
             out.append(f"{fwhere}: name must be camelCase (^[a-z][A-Za-z0-9]*$)")
-        elif (
-            keyword.iskeyword(name)
-            or keyword.issoftkeyword(name)
-            or name in _CPP_KEYWORDS
-            or name in _RESERVED_FIELD_NAMES
-        ):
+        elif name in RESERVED_FIELD_WORDS:
             out.append(f"{fwhere}: name {name!r} is a reserved word in Python, C++ or BCNP")
         if name in seen:
             out.append(f"{fwhere}: duplicate field name {name!r}")
@@ -524,7 +539,8 @@ def _validate_field(field: Any, index: int, where: str, seen: set[str]) -> list[
     if "scale" in field:
         scale = field["scale"]
         if ftype != "float32":
-            out.append(f"{fwhere}: 'scale' is only allowed on float32 fields, not {ftype!r}")
+            if ftype in FIELD_TYPES:  # an unknown type is reported once, above
+                out.append(f"{fwhere}: 'scale' is only allowed on float32 fields, not {ftype!r}")
         elif not _is_int(scale) or scale <= 0:
             out.append(f"{fwhere}: scale must be a positive integer, got {scale!r}")
         elif scale > INT32_MAX:
@@ -557,12 +573,12 @@ def load_schema(source: SchemaSource) -> Schema:
 
     Raises :class:`SchemaError` listing every problem found.
     """
-    if isinstance(source, Mapping):
-        doc: Any = source
-        name = "<schema>"
-    else:
+    if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
-        doc = _read_document(name)
+        doc: Any = _read_document(name)
+    else:
+        doc = source  # an already-parsed document (validated like a file's)
+        name = "<schema>"
     problems = validate_schema_document(doc, name)
     if problems:
         raise SchemaError(problems)
@@ -587,7 +603,7 @@ def load_schema(source: SchemaSource) -> Schema:
         version=doc["version"],
         messages=specs,
         hash=compute_schema_hash(doc),
-        source=None if isinstance(source, Mapping) else name,
+        source=name if isinstance(source, (str, os.PathLike)) else None,
         namespace=doc.get("namespace"),
         description=doc.get("description"),
     )

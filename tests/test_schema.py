@@ -335,7 +335,7 @@ INVALID_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], list[str]]] = {
     "message-key-typo": (_msg(0, desc="x"), ["DriveCmd", "unknown key 'desc'"]),
     "top-key-typo": (_set_top("versoin", "3.2"), ["unknown key 'versoin'"]),
 }
-for _word in ("class", "if", "def", "return", "lambda", "while", "int", "match"):
+for _word in ("class", "if", "def", "return", "lambda", "while", "int", "yield", "kTypeId"):
     INVALID_CASES[f"reserved-field-{_word}"] = (
         _field(0, 0, name=_word),
         ["DriveCmd", repr(_word), "reserved"],
@@ -593,3 +593,22 @@ def test_message_is_immutable() -> None:
 def test_bad_message_arguments_raise_type_error(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     with pytest.raises(TypeError):
         DRIVE_CMD(*args, **kwargs)
+
+
+def test_soft_keywords_are_valid_field_names() -> None:
+    # "match" and "type" are soft keywords: valid identifiers on every Python version.
+    doc = {
+        "version": "3.2",
+        "messages": [{"id": 1, "name": "Sensor", "fields": [{"name": "match", "type": "uint8"}]}],
+    }
+    doc["messages"][0]["fields"].append({"name": "type", "type": "uint8"})  # type: ignore[index]
+    spec = bcnp.load_schema(doc)["Sensor"]
+    assert spec(match=1, type=2).type == 2
+
+
+@pytest.mark.parametrize("name", ["MessageTypeId", "Union", "Unknown", "None"])
+def test_message_names_that_collide_with_generated_code_are_refused(name: str) -> None:
+    fields = [{"name": "a", "type": "uint8"}]
+    doc = {"version": "3.2", "messages": [{"id": 1, "name": name, "fields": fields}]}
+    with pytest.raises(bcnp.SchemaError, match="reserved"):
+        bcnp.load_schema(doc)
