@@ -13,10 +13,11 @@ reference's timing rules:
   one that started before that floor is clamped to it;
 * several short messages can complete inside one tick.
 
-One addition: when the queue had run dry (the robot was idle) and the next
-command arrives more than ``max_command_lag`` after the last one ended, it
-starts at ``now``. A late command after an idle gap is not a backlog and is
-not skipped.
+One addition: a command that *arrived* more than ``max_command_lag`` after
+the previous one ended starts at ``now``. It came after a gap in the stream,
+so it is not a backlog and is not skipped as stale; one that arrived within
+the lag continues from the cursor, keeping the sender's plan time-locked.
+(The arrival time is the last receive time when the command was queued.)
 
 Time is kept in integer microseconds internally, so boundaries are exact.
 Packets are queued as :class:`~bcnp.wire.PacketView` runs: no Python object
@@ -68,11 +69,11 @@ class QueueMetrics:
 
 
 # A run is a contiguous slice of queued messages from one packet or one push:
-# [next index, end index, source, data, duration offset, stride, unpack].
+# [next index, end index, source, data, duration offset, stride, unpack, arrival].
 # For a PacketView the durations are read straight from its bytes, so skipping
 # a stale message makes no message object; for a list of messages ``data`` is
 # None and the duration attribute is read instead.
-_IDX, _END, _SRC, _DATA, _BASE, _STRIDE, _UNPACK = range(7)
+_IDX, _END, _SRC, _DATA, _BASE, _STRIDE, _UNPACK, _ARRIVAL = range(8)
 _Run = list[Any]
 
 
@@ -97,7 +98,6 @@ class MessageQueue:
         self._active_start = 0
         self._active_duration = 0
         self._cursor: int | None = None
-        self._idle = False  # the queue ran dry after the message that set _cursor
         self._last_rx: int | None = None
         self._received = 0
         self._overflows = 0
@@ -129,8 +129,8 @@ class MessageQueue:
         with self._lock:
             if packet.flags & CLEAR_QUEUE:
                 self._clear_locked()
-            self._append_locked(run, packet.count)
             self._last_rx = t
+            self._append_locked(run, packet.count)
 
     def notify_received(self, now: float) -> None:
         """A good packet arrived at ``now``: the link is alive."""
@@ -208,12 +208,12 @@ class MessageQueue:
             reader = self._readers.get(spec)
             if reader is None:
                 reader = self._readers[spec] = self._reader(spec)
-            return [0, 0, msgs, msgs._data, msgs._offset + reader[0], spec.wire_size, reader[1]]
+            return [0, 0, msgs, msgs._data, msgs._offset + reader[0], spec.wire_size, reader[1], None]
         items = list(msgs)
         for m in items:
             if not hasattr(m, self._field):
                 raise TypeError(f"{m!r} has no {self._field!r} field: it cannot be queued")
-        return [0, 0, items, None, 0, 0, None]
+        return [0, 0, items, None, 0, 0, None, None]
 
     def _reader(self, spec: MessageSpec) -> tuple[int, Callable[..., tuple[int]]]:
         """Offset and unpacker of the duration field inside one message of ``spec``."""
@@ -231,6 +231,7 @@ class MessageQueue:
         self._overflows += count - take
         if take > 0:
             run[_END] = take
+            run[_ARRIVAL] = self._last_rx
             self._runs.append(run)
             self._size += take
         return take
@@ -240,7 +241,6 @@ class MessageQueue:
         self._size = 0
         self._active = None
         self._cursor = None
-        self._idle = False
 
     def _promote_locked(self, t: int) -> None:
         floor = t - self._lag_us
@@ -259,8 +259,9 @@ class MessageQueue:
                 runs.popleft()
             self._size -= 1
             cursor = self._cursor
-            if cursor is None or (self._idle and cursor < floor):
-                start = t  # nothing to follow, or a fresh start after an idle gap
+            arrival = run[_ARRIVAL]
+            if cursor is None or (arrival is not None and arrival - cursor > self._lag_us):
+                start = t  # nothing to follow, or it came after a gap: a fresh start
             else:
                 start = cursor
                 if start + duration < floor:
@@ -269,7 +270,6 @@ class MessageQueue:
                     continue
                 if start < floor:
                     start = floor
-            self._idle = False
             if t - start >= duration:
                 self._cursor = start + duration  # finished inside this tick
                 continue
@@ -277,5 +277,3 @@ class MessageQueue:
             self._active_start = start
             self._active_duration = duration
             return
-        if self._cursor is not None:
-            self._idle = True

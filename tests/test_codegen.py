@@ -49,7 +49,10 @@ def test_info_view_prints_version_hash_and_message_table() -> None:
 
 
 def test_info_marks_default_scale(tmp_path: Path) -> None:
-    doc = {"version": "3.2", "messages": [{"id": 5, "name": "Ping", "fields": [{"name": "x", "type": "float32"}]}]}
+    doc = {
+        "version": "3.2",
+        "messages": [{"id": 5, "name": "Ping", "fields": [{"name": "x", "type": "float32"}]}],
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(doc))
     out = run_cli(path)
@@ -222,7 +225,7 @@ def test_generated_module_public_names(mod: Any) -> None:
     assert mod.crc32(b"123456789") == 0xCBF43926 == zlib.crc32(b"123456789")
     assert mod.MessageTypeId.Unknown == 0 and mod.MessageTypeId.DriveCmd == 1
     assert mod.MessageTypeId.DrivetrainTelemetry == 2
-    assert mod.MESSAGE_REGISTRY == {1: mod.DriveCmd, 2: mod.DrivetrainTelemetry}
+    assert {1: mod.DriveCmd, 2: mod.DrivetrainTelemetry} == mod.MESSAGE_REGISTRY
     assert (mod.DriveCmd.TYPE_ID, mod.DriveCmd.WIRE_SIZE) == (1, 10)
     assert (mod.DrivetrainTelemetry.TYPE_ID, mod.DrivetrainTelemetry.WIRE_SIZE) == (2, 20)
     assert set(mod.Message.__args__) == {mod.DriveCmd, mod.DrivetrainTelemetry}
@@ -274,7 +277,9 @@ def test_generated_module_bytes_equal_the_runtime_codec(
     mod: Any, schema: bcnp.Schema, vx: float, omega: float, ms: int
 ) -> None:
     spec = schema["DriveCmd"]
-    assert mod.encode_packet(1, [mod.DriveCmd(vx, omega, ms)]) == bcnp.encode_packet(spec, [spec(vx, omega, ms)])
+    assert mod.encode_packet(1, [mod.DriveCmd(vx, omega, ms)]) == bcnp.encode_packet(
+        spec, [spec(vx, omega, ms)]
+    )
 
 
 HOST_SCRIPT = """
@@ -326,7 +331,10 @@ def test_host_script_written_against_generated_names_drives_the_runtime(
         script = tmp_path / "host.py"
         script.write_text(HOST_SCRIPT)
         out = subprocess.run(
-            [sys.executable, str(script), str(generated), str(port)], capture_output=True, text=True, timeout=30
+            [sys.executable, str(script), str(generated), str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         assert out.returncode == 0, out.stderr
         thread.join(5)
@@ -408,7 +416,11 @@ def _random_schema(rng: random.Random) -> dict[str, Any]:
                 field["description"] = rng.choice(["a value", "Ünïcode text", 'quote "x"'])
             fields.append(field)
         rng.shuffle(fields)
-        msg: dict[str, Any] = {"id": mid, "name": f"Msg{n}{rng.choice(['', 'Cmd', 'State'])}", "fields": fields}
+        msg: dict[str, Any] = {
+            "id": mid,
+            "name": f"Msg{n}{rng.choice(['', 'Cmd', 'State'])}",
+            "fields": fields,
+        }
         if rng.random() < 0.5:
             msg["description"] = "described"
         messages.append(msg)
