@@ -109,7 +109,13 @@ RESERVED_MESSAGE_NAMES = frozenset(
     {"False", "None", "True", "Any", "ClassVar", "Dict", "IntEnum", "Iterable", "List", "Message"}
     | {"MessageInfo", "MessageSpec", "MessageTypeId", "Optional", "Schema", "Tuple", "Type", "Union"}
     | {"Unknown"}
+    # declared by the generated C++ header (and k<Name>Size clashes: Handshake, Crc, MinPacket)
+    | {"Crc", "Crc32", "DecodePacket", "DecodedPacket", "EncodeHandshake", "EncodePacket"}
+    | {"Handshake", "LookupMessage", "MinPacket", "PacketHeader", "PacketSize", "PacketStatus"}
+    | {"PacketStatusName", "ParseHandshake", "ValidateHandshake", "ValidatePacket"}
 )
+#: A C++ namespace path for the generated header ("bcnp", "team254::bcnp").
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(::[A-Za-z][A-Za-z0-9_]*)*$")
 #: Every field name refused as a reserved word (Python, C++ or BCNP).
 RESERVED_FIELD_WORDS = _PYTHON_KEYWORDS | _CPP_KEYWORDS | RESERVED_FIELD_NAMES
 
@@ -466,6 +472,15 @@ def validate_schema_document(doc: Any, source: str = "<schema>") -> list[str]:
     for key in ("namespace", "description", "$schema"):
         if key in doc and not isinstance(doc[key], str):
             problems.append(f"{source}: {key!r} must be a string")
+    namespace = doc.get("namespace")
+    if isinstance(namespace, str) and (
+        not NAMESPACE_PATTERN.match(namespace)
+        or any(part in _CPP_KEYWORDS or part == "std" or "__" in part for part in namespace.split("::"))
+    ):
+        problems.append(
+            f'{source}: namespace {namespace!r} must be a C++ namespace path such as "bcnp" or '
+            "\"team254::bcnp\" (identifiers, no keywords, no 'std', no '__')"
+        )
     messages = doc.get("messages")
     if not isinstance(messages, list) or not messages:
         problems.append(f"{source}: 'messages' must be a non-empty list of message objects")

@@ -148,6 +148,10 @@ INVALID = {
     "unknown-message-key": _mutate(["messages", 0, "fieldz"], []),
     "unknown-field-key": _mutate(["messages", 0, "fields", 0, "scal"], 10),
     "unit-not-string": _mutate(["messages", 0, "fields", 0, "unit"], 5),
+    "name-cpp-header": _mutate(["messages", 0, "name"], "Crc32"),
+    "namespace-dash": _mutate(["namespace"], "my-robot"),
+    "namespace-keyword": _mutate(["namespace"], "team::class"),
+    "namespace-std": _mutate(["namespace"], "std"),
     "top-level-list": [],  # type: ignore[dict-item]
 }
 # Uniqueness across array items has no draft-07 form: these are refused by the loader only.

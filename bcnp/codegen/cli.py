@@ -108,10 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     if not outputs:
         sys.stdout.write(render_info(schema))
         return 0
+    try:
+        texts = {path: render(schema) for path, render in outputs.items()}
+    except ValueError as exc:  # a valid schema this output cannot express
+        for line in str(exc).splitlines():
+            print(f"error: {args.schema}: {line}", file=sys.stderr)
+        return 2
     if args.check:
-        return _check(schema, outputs, args.schema)
-    for path, render in outputs.items():
-        text = render(schema)
+        return _check(texts, args.schema, schema.hash)
+    for path, text in texts.items():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8", newline="\n") as fh:
@@ -130,14 +135,14 @@ def _show(path: Path) -> str:
         return str(path)
 
 
-def _check(schema: Schema, outputs: dict[Path, Callable[[Schema], str]], source: str) -> int:
+def _check(texts: dict[Path, str], source: str, schema_hash: int) -> int:
     stale = []
-    for path, render in outputs.items():
+    for path, text in texts.items():
         try:
             current = path.read_text(encoding="utf-8")
         except OSError:
             current = None
-        if current != render(schema):
+        if current != text:
             stale.append(path)
     for path in stale:
         state = "missing" if not path.exists() else "stale"
@@ -148,5 +153,5 @@ def _check(schema: Schema, outputs: dict[Path, Callable[[Schema], str]], source:
             file=sys.stderr,
         )
         return 1
-    print(f"up to date: {', '.join(_show(p) for p in outputs)} (hash 0x{schema.hash:08X})")
+    print(f"up to date: {', '.join(_show(p) for p in texts)} (hash 0x{schema_hash:08X})")
     return 0

@@ -14,11 +14,13 @@ import json
 from typing import Any
 
 from ..schema import (
+    _CPP_KEYWORDS,
     _FIELD_KEYS,
     _MESSAGE_KEYS,
     _TOP_KEYS,
     FIELD_TYPES,
     INT32_MAX,
+    NAMESPACE_PATTERN,
     RESERVED_FIELD_WORDS,
     RESERVED_MESSAGE_NAMES,
 )
@@ -88,7 +90,11 @@ def json_schema_document() -> dict[str, Any]:
                 "pattern": "^3\\.2(\\.[0-9]+)?$",
                 "description": "Header major.minor come from it: 3.2 (or 3.2.x).",
             },
-            "namespace": {"type": "string"},
+            "namespace": {
+                "type": "string",
+                "pattern": NAMESPACE_PATTERN.pattern,
+                "not": {"pattern": "(^|::)(std|" + "|".join(sorted(_CPP_KEYWORDS)) + ")(::|$)|__"},
+            },
             "description": {"type": "string"},
             "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/definitions/message"}},
         },
