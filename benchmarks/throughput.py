@@ -5,7 +5,11 @@
 (a)  one 65,535-DriveCmd packet pushed in 4,096-byte chunks through
      StreamParser -> Dispatcher -> MessageQueue (capacity 65,535);
 (a2) 655 packets of 100 DriveCmds in 4,096-byte chunks, same path;
-(b)  encode_packet of one 65,535-DriveCmd packet (messages already built).
+(b)  encode_packet of one 65,535-DriveCmd packet (messages already built);
+(c)  2,000,000 DriveCmds in 1,000-message packets sent by a client process
+     (benchmarks.tcp_sender) over loopback TCP into the real TcpServer thread
+     -> Dispatcher -> MessageQueue, timed from the first data byte the server
+     reads to the last message queued (JSON key ``tcp_ingest``).
 
 Each figure is the median of ``--repeat`` runs. After timing, every run's
 queue is drained and the count and the sum of durationMs are checked against
@@ -18,11 +22,14 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, encode_packet, load_schema
+from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, PacketView, encode_packet, load_schema
+from bcnp.transport import TcpServer, TransportConfig
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
 CHUNK = 4096
@@ -32,7 +39,11 @@ REFERENCE = {
     "parse_65535_chunked": 7.1e6,
     "parse_100x655_chunked": 17.8e6,
     "encode_65535": 26.5e6,
+    "tcp_ingest": 14.4e6,
 }
+
+TCP_MESSAGES = 2_000_000
+TCP_PER_PACKET = 1000
 
 
 def _chunks(stream: bytes, size: int = CHUNK) -> list[bytes]:
@@ -67,6 +78,70 @@ def _ingest(schema, chunks: list[bytes], expected_count: int, expected_sum: int,
     return expected_count / statistics.median(times)
 
 
+class _TimedDispatcher(Dispatcher):
+    """Notes when the first data byte reached the parser."""
+
+    first: float | None = None
+
+    def push(self, data: bytes | bytearray | memoryview, now: float) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+        super().push(data, now)
+
+
+def _tcp_ingest_once(schema, seed: int) -> float:
+    queue = MessageQueue(MessageQueueConfig(capacity=TCP_MESSAGES))
+    dispatcher = _TimedDispatcher(schema)
+    done = threading.Event()
+    finished = [0.0]
+
+    def handle(packet: PacketView, now: float) -> None:
+        queue.handle_packet(packet, now)
+        if queue.size() >= TCP_MESSAGES:
+            finished[0] = time.perf_counter()
+            done.set()
+
+    dispatcher.register("DriveCmd", handle)
+    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0))
+    server.start()
+    sender = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.tcp_sender",
+            str(server.port),
+            str(TCP_MESSAGES),
+            str(TCP_PER_PACKET),
+            str(seed),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert sender.stdout is not None and sender.stdin is not None
+        line = sender.stdout.readline()
+        if not done.wait(60):
+            raise SystemExit(f"verification failed: only {queue.size()} of {TCP_MESSAGES} messages queued")
+        sender.stdin.write("\n")
+        sender.stdin.flush()
+        sender.wait(10)
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        server.stop()
+    drained = queue.drain()
+    total = sum(m.durationMs for m in drained)
+    if len(drained) != TCP_MESSAGES or str(total) != line.strip() or dispatcher.parse_errors:
+        raise SystemExit(
+            f"verification failed: {len(drained)} messages (want {TCP_MESSAGES}), durationMs sum {total} "
+            f"(sender: {line.strip()}), {dispatcher.parse_errors} parse errors"
+        )
+    assert dispatcher.first is not None
+    return TCP_MESSAGES / (finished[0] - dispatcher.first)
+
+
 def run(repeat: int) -> dict[str, float]:
     schema = load_schema(SCHEMA_PATH)
     drive = schema["DriveCmd"]
@@ -93,6 +168,7 @@ def run(repeat: int) -> dict[str, float]:
         if encoded != big_packet:
             raise SystemExit("verification failed: encode produced different bytes")
     results["encode_65535"] = 65535 / statistics.median(times)
+    results["tcp_ingest"] = statistics.median(_tcp_ingest_once(schema, seed) for seed in range(repeat))
     return results
 
 

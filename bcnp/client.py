@@ -1,0 +1,440 @@
+"""Host client: connect to a robot, handshake, stream command batches, receive telemetry.
+
+The controller side of the BCNP 3.2.2 "Handshake Protocol": the client sends
+its handshake, reads the robot's and raises :class:`SchemaMismatchError`
+(carrying both hashes) when they differ. After that:
+
+* ``send(messages, clear_queue=False)`` splits a batch into packets of at most
+  65,535 messages (fewer over UDP, where a packet must fit one datagram);
+* ``stop()`` sends a zero-message CLEAR_QUEUE packet: the robot stops now;
+* a background thread sends a zero-message keepalive every
+  ``keepalive_interval`` seconds in which nothing else was sent, so long
+  queued commands are not cut by the robot's 200 ms link timeout, and
+  receives telemetry, delivered to ``on_telemetry`` or through
+  :meth:`Client.packets`.
+
+Used as a context manager, the client closes its socket and thread on exit::
+
+    with Client(load_schema("schema/messages.json"), "127.0.0.1") as robot:
+        robot.send([DriveCmd(vx=1.0, omega=0.0, durationMs=2000)], clear_queue=True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .parser import StreamParser
+from .schema import Message, MessageSpec, Schema
+from .transport.base import DEFAULT_PORT, Clock, describe_handshake
+from .transport.udp import MAX_DATAGRAM
+from .wire import (
+    CLEAR_QUEUE,
+    HANDSHAKE_SIZE,
+    MAX_MESSAGES_PER_PACKET,
+    MIN_PACKET_SIZE,
+    PacketView,
+    encode_handshake,
+    encode_packet,
+)
+
+__all__ = [
+    "Client",
+    "LinkClosedError",
+    "LinkError",
+    "RobotUnreachableError",
+    "SchemaMismatchError",
+]
+
+#: How often an unanswered UDP handshake is repeated while connecting (seconds).
+_UDP_HANDSHAKE_RETRY = 0.2
+
+
+class LinkError(ConnectionError):
+    """A link to a robot could not be made or was lost; names the robot's address."""
+
+    def __init__(self, message: str, host: str, port: int) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+
+
+class RobotUnreachableError(LinkError):
+    """Nothing answered at host:port."""
+
+
+class SchemaMismatchError(LinkError):
+    """The robot's schema hash differs from ours."""
+
+    def __init__(self, host: str, port: int, local_hash: int, remote_hash: int | None, detail: str) -> None:
+        super().__init__(f"schema mismatch with the robot at {host}:{port}: {detail}", host, port)
+        self.local_hash = local_hash
+        self.remote_hash = remote_hash
+
+
+class LinkClosedError(LinkError):
+    """The link is closed (by us, by the robot, or by a network error)."""
+
+
+class Client:
+    """A connection to one robot over TCP (default) or UDP. See the module docs."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        udp: bool = False,
+        timeout: float = 2.0,
+        keepalive_interval: float | None = 0.05,
+        command_type: int | str | MessageSpec | None = None,
+        on_telemetry: Callable[[PacketView], object] | None = None,
+        max_queued_packets: int = 1024,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if keepalive_interval is not None and keepalive_interval <= 0:
+            raise ValueError("keepalive_interval must be > 0 seconds, or None to disable keepalives")
+        if not schema.messages:
+            raise ValueError("the schema defines no messages")
+        self.schema = schema
+        self.host = host
+        self.port = port
+        self.udp = udp
+        self.timeout = timeout
+        self.keepalive_interval = keepalive_interval
+        #: Type of the zero-message keepalive and stop packets: the robot's command type.
+        self.command_spec = (
+            schema.messages[0]
+            if command_type is None
+            else command_type
+            if isinstance(command_type, MessageSpec)
+            else schema[command_type]
+        )
+        self.on_telemetry = on_telemetry
+        self.clock = clock
+        self.remote_hash: int | None = None
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._closed_reason: str | None = None
+        self._send_lock = threading.Lock()
+        self._last_send = 0.0
+        self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
+        self._arrived = threading.Condition()
+        self._parser = StreamParser(schema, self._on_packet)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.packets_sent = 0
+        self.keepalives_sent = 0
+        self.telemetry_packets = 0
+        self.telemetry_dropped = 0
+        self.callback_errors = 0
+        self.last_callback_error: BaseException | None = None
+
+    # -- connection ------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None and self._closed_reason is None
+
+    @property
+    def parse_errors(self) -> int:
+        return self._parser.errors
+
+    def connect(self) -> Client:
+        """Connect and handshake; raises :class:`LinkError` subclasses. Returns ``self``."""
+        if self._sock is not None:
+            raise RuntimeError("already connected")
+        sock = self._connect_udp() if self.udp else self._connect_tcp()
+        self._sock = sock
+        self._closed_reason = None
+        self._closing.clear()
+        self._last_send = self.clock()
+        self._thread = threading.Thread(target=self._run, name=f"bcnp-client-{self.address}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _unreachable(self, why: str) -> RobotUnreachableError:
+        return RobotUnreachableError(
+            f"cannot reach the robot at {self.address} ({why}); is the robot or `robotpy sim` running?",
+            self.host,
+            self.port,
+        )
+
+    def _check_handshake(self, sock: socket.socket, data: bytes) -> None:
+        local = self.schema.hash
+        remote, reason = describe_handshake(data, local)
+        self.remote_hash = remote
+        if reason is not None:
+            sock.close()
+            raise SchemaMismatchError(self.host, self.port, local, remote, reason)
+
+    def _connect_tcp(self) -> socket.socket:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except TimeoutError:
+            raise self._unreachable(f"no answer within {self.timeout:g} s") from None
+        except OSError as exc:
+            raise self._unreachable(exc.strerror or str(exc)) from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(encode_handshake(self.schema.hash))
+            self.bytes_out += HANDSHAKE_SIZE
+            data = b""
+            while len(data) < HANDSHAKE_SIZE:
+                chunk = sock.recv(HANDSHAKE_SIZE - len(data))
+                if not chunk:
+                    raise LinkClosedError(
+                        f"the robot at {self.address} closed the connection before its handshake "
+                        "(another controller may own the link)",
+                        self.host,
+                        self.port,
+                    )
+                data += chunk
+            self.bytes_in += len(data)
+        except TimeoutError:
+            sock.close()
+            raise LinkError(
+                f"the robot at {self.address} sent no handshake within {self.timeout:g} s",
+                self.host,
+                self.port,
+            ) from None
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, LinkError):
+                raise
+            raise LinkClosedError(f"link to {self.address} failed: {exc}", self.host, self.port) from None
+        self._check_handshake(sock, data)
+        sock.settimeout(None)
+        return sock
+
+    def _connect_udp(self) -> socket.socket:
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, socket.AF_INET, socket.SOCK_DGRAM)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.connect(infos[0][4])
+        except OSError as exc:
+            raise self._unreachable(exc.strerror or str(exc)) from None
+        handshake = encode_handshake(self.schema.hash)
+        deadline = time.monotonic() + self.timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(f"no UDP handshake answer within {self.timeout:g} s")
+                sock.send(handshake)
+                self.bytes_out += HANDSHAKE_SIZE
+                sock.settimeout(min(left, _UDP_HANDSHAKE_RETRY))
+                try:
+                    data = sock.recv(65_536)
+                except TimeoutError:
+                    continue
+                if len(data) == HANDSHAKE_SIZE:
+                    self.bytes_in += len(data)
+                    break
+        except ConnectionRefusedError:
+            sock.close()
+            raise self._unreachable("port closed") from None
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, LinkError):
+                raise
+            raise self._unreachable(exc.strerror or str(exc)) from None
+        self._check_handshake(sock, data)
+        sock.settimeout(None)
+        return sock
+
+    def close(self) -> None:
+        """Close the socket and stop the background thread (idempotent)."""
+        sock = self._sock
+        if sock is None:
+            return
+        self._closing.set()
+        if self._closed_reason is None:
+            self._closed_reason = "closed by the client"
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(2.0)
+        with self._send_lock:
+            sock.close()
+            self._sock = None
+        self._thread = None
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def __enter__(self) -> Client:
+        if self._sock is None:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sending -----------------------------------------------------------------------
+
+    def _max_per_packet(self, spec: MessageSpec) -> int:
+        if not self.udp:
+            return MAX_MESSAGES_PER_PACKET
+        return min(MAX_MESSAGES_PER_PACKET, (MAX_DATAGRAM - MIN_PACKET_SIZE) // spec.wire_size)
+
+    def _spec_of(self, msg: Any) -> MessageSpec:
+        spec = getattr(type(msg), "spec", None)
+        if isinstance(spec, MessageSpec):
+            ours = self.schema.get(spec.id)
+            if ours is not None and ours.name == spec.name and ours.struct.format == spec.struct.format:
+                return spec
+        raise TypeError(f"{msg!r} is not a message of this schema (0x{self.schema.hash:08X})")
+
+    def encode(self, messages: Iterable[Message], clear_queue: bool = False) -> list[bytes]:
+        """The packets :meth:`send` would send: runs of one type, split to fit."""
+        packets: list[bytes] = []
+        flags = CLEAR_QUEUE if clear_queue else 0
+        for spec, run in itertools.groupby(messages, self._spec_of):
+            batch = list(run)
+            step = self._max_per_packet(spec)
+            for i in range(0, len(batch), step):
+                packets.append(encode_packet(spec, batch[i : i + step], flags))
+                flags = 0
+        if flags:  # clear_queue with no messages: a stop
+            packets.append(encode_packet(self.command_spec, (), CLEAR_QUEUE))
+        return packets
+
+    def send(self, messages: Iterable[Message], clear_queue: bool = False) -> int:
+        """Send a batch (CLEAR_QUEUE on its first packet if asked); returns the packet count."""
+        packets = self.encode(messages, clear_queue)
+        self.send_packets(packets)
+        return len(packets)
+
+    def stop(self) -> None:
+        """A zero-message CLEAR_QUEUE packet: the robot drops its queue and stops now."""
+        self.send_packets([encode_packet(self.command_spec, (), CLEAR_QUEUE)])
+
+    def keepalive(self) -> None:
+        """A zero-message packet with flags 0: proves the link alive, changes nothing."""
+        self.send_packets([encode_packet(self.command_spec, ())])
+        self.keepalives_sent += 1
+
+    def send_packets(self, packets: list[bytes]) -> None:
+        """Send encoded packets (TCP: in one write; UDP: one datagram each)."""
+        with self._send_lock:
+            sock = self._sock
+            if sock is None or self._closed_reason is not None:
+                raise LinkClosedError(
+                    f"link to {self.address} is closed ({self._closed_reason or 'not connected'})",
+                    self.host,
+                    self.port,
+                )
+            try:
+                if self.udp:
+                    for packet in packets:
+                        if len(packet) > MAX_DATAGRAM:
+                            raise ValueError(f"a {len(packet)}-byte packet does not fit a UDP datagram")
+                        sock.send(packet)
+                        self.bytes_out += len(packet)
+                else:
+                    data = packets[0] if len(packets) == 1 else b"".join(packets)
+                    sock.sendall(data)
+                    self.bytes_out += len(data)
+            except OSError as exc:
+                self._closed_reason = f"send failed: {exc}"
+                raise LinkClosedError(
+                    f"link to {self.address} lost while sending: {exc}", self.host, self.port
+                ) from None
+            self.packets_sent += len(packets)
+            self._last_send = self.clock()
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def _on_packet(self, packet: PacketView) -> None:
+        self.telemetry_packets += 1
+        callback = self.on_telemetry
+        if callback is not None:
+            try:
+                callback(packet)
+            except Exception as exc:  # a broken callback must not kill the link
+                self.callback_errors += 1
+                self.last_callback_error = exc
+            return
+        with self._arrived:
+            if len(self._received) == self._received.maxlen:
+                self.telemetry_dropped += 1
+            self._received.append(packet)
+            self._arrived.notify_all()
+
+    def receive(self, timeout: float | None = None) -> PacketView | None:
+        """The next received packet, or ``None`` after ``timeout`` seconds or when closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._arrived:
+            while not self._received:
+                if self._closed_reason is not None:
+                    return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._arrived.wait(left if left is not None else 0.5)
+            return self._received.popleft()
+
+    def packets(self, timeout: float | None = None) -> Iterator[PacketView]:
+        """Received packets as they arrive; ends when closed or after ``timeout`` s of silence."""
+        while True:
+            packet = self.receive(timeout)
+            if packet is None:
+                return
+            yield packet
+
+    def _run(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        sel = selectors.DefaultSelector()
+        sel.register(sock, selectors.EVENT_READ)
+        interval = self.keepalive_interval
+        try:
+            while not self._closing.is_set():
+                wait = 0.5 if interval is None else max(0.0, self._last_send + interval - self.clock())
+                if sel.select(wait):
+                    try:
+                        data = sock.recv(1 << 20)
+                    except (BlockingIOError, InterruptedError):
+                        data = None
+                    except OSError as exc:
+                        self._lost(f"receive failed: {exc}")
+                        return
+                    if data is not None:
+                        if not data:
+                            self._lost("closed by the robot")
+                            return
+                        self.bytes_in += len(data)
+                        if self.udp and len(data) == HANDSHAKE_SIZE:
+                            continue  # a repeated handshake answer, not a packet
+                        self._parser.push(data)
+                if interval is not None and self.clock() - self._last_send >= interval:
+                    self._send_keepalive()
+        finally:
+            sel.close()
+
+    def _send_keepalive(self) -> None:
+        if not self._send_lock.acquire(blocking=False):
+            return  # a send is under way: that proves the link alive already
+        self._send_lock.release()
+        with contextlib.suppress(LinkError):
+            self.keepalive()
+
+    def _lost(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        with self._arrived:
+            self._arrived.notify_all()

@@ -1,0 +1,383 @@
+"""What the TCP and UDP servers share: config, status, the controller slot.
+
+Implements the robot side of "Handshake Protocol" and "Transport Adapters" in
+the BCNP 3.2.2 overview, with the reference's limits (one controller, zombie
+timeout, bounded send buffer) and without its defects (see the servers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..schema import Schema
+from ..wire import HANDSHAKE_MAGIC, HANDSHAKE_SIZE
+
+__all__ = [
+    "DEFAULT_PORT",
+    "Clock",
+    "ControllerSlot",
+    "PacketSink",
+    "TransportConfig",
+    "TransportStatus",
+    "format_address",
+]
+
+DEFAULT_PORT = 5800
+
+#: Seconds, monotonic. The robot passes FPGA time so simulated time drives every timeout.
+Clock = Callable[[], float]
+
+log = logging.getLogger("bcnp.transport")
+
+
+class PacketSink(Protocol):
+    """Where a transport delivers bytes: a :class:`~bcnp.dispatcher.Dispatcher`."""
+
+    schema: Schema
+
+    def push(self, data: bytes, now: float) -> None: ...
+
+    def reset(self) -> None: ...
+
+    @property
+    def parse_errors(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """Limits of one server. Times are seconds of the server's clock.
+
+    ``handshake_timeout``, ``max_pending`` and ``send_buffer_limit`` apply to
+    TCP; UDP sends one datagram per packet and keeps no buffer of its own.
+    """
+
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    #: A TCP peer must complete its 8-byte handshake within this time.
+    handshake_timeout: float = 2.0
+    #: A controller that sends nothing for this long is dropped (TCP) or unlocked (UDP).
+    idle_timeout: float = 5.0
+    #: Bytes a stalled peer may leave queued before new packets are refused.
+    #: A packet larger than this is still accepted onto an empty buffer, so one
+    #: packet of any legal size can always be sent.
+    send_buffer_limit: int = 1 << 20
+    #: Connections allowed to be mid-handshake at once; more are closed at accept.
+    max_pending: int = 4
+    #: Longest wait of the receive thread between timeout checks (wall seconds).
+    poll_interval: float = 0.05
+    #: Bytes asked of the kernel per read (TCP).
+    recv_size: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 0xFFFF:
+            raise ValueError(f"port must be 0..65535, got {self.port}")
+        for name in ("handshake_timeout", "idle_timeout", "poll_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0 seconds")
+        if self.send_buffer_limit < 0 or self.max_pending < 1 or self.recv_size < 1:
+            raise ValueError("send_buffer_limit must be >= 0, max_pending and recv_size >= 1")
+
+
+@dataclass(frozen=True)
+class TransportStatus:
+    """A snapshot of one server, cheap enough to take every robot tick."""
+
+    transport: str  # "tcp" or "udp"
+    running: bool
+    port: int  # the bound port (useful when configured as 0)
+    local_hash: int
+    handshaken: bool  # a controller completed the handshake and still owns the link
+    peer: str  # "ip:port" of that controller, "" when none
+    remote_hash: int | None  # hash field of the last handshake received (good or bad)
+    controllers: int  # controllers that completed a handshake since start
+    bytes_in: int  # bytes handed to the parser
+    bytes_out: int  # bytes the kernel accepted from us (handshakes included)
+    packets_out: int  # packets accepted by send()
+    handshake_rejects: int  # wrong magic or wrong hash
+    handshake_timeouts: int  # TCP: no complete handshake within the deadline
+    refused: int  # connections or handshakes refused because another controller owns the link
+    idle_drops: int  # controllers dropped (TCP) or unlocked (UDP) after idle_timeout
+    disconnects: int  # controllers that closed or reset the connection
+    discarded_bytes: int  # bytes of a partial frame dropped when a link reset
+    foreign_datagrams: int  # UDP: datagrams from a source other than the locked peer
+    unpaired_datagrams: int  # UDP: non-handshake datagrams before pairing
+    send_refused: int  # packets refused because the send buffer was full
+    send_failures: int  # packets not sent for any other reason (no peer, too large, OS error)
+    internal_errors: int  # unexpected exceptions caught in the receive thread
+    parse_errors: int  # the dispatcher's parser errors
+    last_reject: str = field(default="")  # why the last handshake or peer was refused
+
+
+class ControllerSlot:
+    """One controller per robot, across transports: the first handshake wins.
+
+    Each server holds the slot while its controller is live and releases it
+    when the controller goes; a server that cannot acquire it refuses its peer.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: object | None = None
+
+    def acquire(self, owner: object) -> bool:
+        with self._lock:
+            if self._owner is None or self._owner is owner:
+                self._owner = owner
+                return True
+            return False
+
+    def release(self, owner: object) -> None:
+        with self._lock:
+            if self._owner is owner:
+                self._owner = None
+
+    @property
+    def owner(self) -> object | None:
+        return self._owner
+
+
+def format_address(address: tuple[object, ...] | None) -> str:
+    """``"ip:port"`` (IPv6 in brackets), ``""`` for none."""
+    if not address:
+        return ""
+    host, port = str(address[0]), address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def describe_handshake(data: bytes, local_hash: int) -> tuple[int | None, str | None]:
+    """Check an 8-byte handshake: ``(remote_hash, None)`` when it matches,
+    else ``(remote hash field or None, reason naming both hashes)``."""
+    magic, remote = data[:4], int.from_bytes(data[4:HANDSHAKE_SIZE], "big")
+    if magic != HANDSHAKE_MAGIC:
+        return None, (
+            f"not a BCNP handshake: magic {magic!r} is not {HANDSHAKE_MAGIC!r} "
+            f"(hash field 0x{remote:08X}, ours 0x{local_hash:08X})"
+        )
+    if remote != local_hash:
+        return remote, f"schema hash mismatch: peer 0x{remote:08X}, ours 0x{local_hash:08X}"
+    return remote, None
+
+
+class RateLimitedLog:
+    """Warnings at most once per ``interval`` wall seconds; the rest are counted."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._next = 0.0
+        self.suppressed = 0
+
+    def warning(self, msg: str, *args: object) -> None:
+        t = time.monotonic()
+        if t < self._next:
+            self.suppressed += 1
+            return
+        self._next = t + self.interval
+        if self.suppressed:
+            msg += f" ({self.suppressed} similar messages suppressed)"
+            self.suppressed = 0
+        self.logger.warning(msg, *args)
+
+
+class Waker:
+    """A socket pair that wakes a thread blocked in ``select`` from another thread."""
+
+    def __init__(self) -> None:
+        self.reader, self.writer = socket.socketpair()
+        self.reader.setblocking(False)
+        self.writer.setblocking(False)
+
+    def wake(self) -> None:
+        # Full: a wake-up is already pending. Closed: the thread is gone.
+        with contextlib.suppress(OSError):
+            self.writer.send(b"\0")
+
+    def drain(self) -> None:
+        try:
+            while self.reader.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        self.reader.close()
+        self.writer.close()
+
+
+class ServerBase:
+    """Thread, wake-up and counters common to the TCP and UDP servers.
+
+    Subclasses open their socket in :meth:`_open`, serve it in :meth:`_serve`
+    (one call per wake-up of the receive thread) and close what they own in
+    :meth:`_close_all`.
+    """
+
+    kind = ""
+
+    def __init__(
+        self,
+        sink: PacketSink,
+        config: TransportConfig | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        slot: ControllerSlot | None = None,
+    ) -> None:
+        self.sink = sink
+        self.config = config if config is not None else TransportConfig()
+        self.clock = clock
+        self.slot = slot if slot is not None else ControllerSlot()
+        self.local_hash = sink.schema.hash
+        self._handshake = HANDSHAKE_MAGIC + self.local_hash.to_bytes(4, "big")
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._waker: Waker | None = None
+        self._port = 0
+        # Sends (robot thread) and peer changes (receive thread) take this lock,
+        # so a send never reaches a socket that is being closed.
+        self._send_lock = threading.Lock()
+        self._log = RateLimitedLog(log)
+        self._peer: tuple[object, ...] | None = None
+        self.remote_hash: int | None = None
+        self.last_reject = ""
+        self.last_internal_error: BaseException | None = None
+        self.last_send_error: BaseException | None = None
+        self.controllers = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.packets_out = 0
+        self.handshake_rejects = 0
+        self.handshake_timeouts = 0
+        self.refused = 0
+        self.idle_drops = 0
+        self.disconnects = 0
+        self.discarded_bytes = 0
+        self.foreign_datagrams = 0
+        self.unpaired_datagrams = 0
+        self.send_refused = 0
+        self.send_failures = 0
+        self.internal_errors = 0
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def port(self) -> int:
+        """The bound port (the configured one, or the kernel's pick for port 0)."""
+        return self._port
+
+    def start(self) -> None:
+        """Bind and start the receive thread. Bind errors (port in use) raise here."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self.kind} server already started")
+        self._stopping.clear()
+        waker = Waker()
+        try:
+            self._port = self._open(waker)
+        except BaseException:
+            waker.close()
+            raise
+        self._waker = waker
+        self._thread = threading.Thread(target=self._run, name=f"bcnp-{self.kind}-{self._port}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the thread and close every socket; returns within ``timeout``."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._stopping.set()
+        if self._waker is not None:
+            self._waker.wake()
+        thread.join(timeout)
+        if thread.is_alive():  # pragma: no cover - a push cannot take a second
+            log.error("%s receive thread did not stop within %.1f s", self.kind, timeout)
+        with self._send_lock:
+            self._close_all()
+        if self._waker is not None:
+            self._waker.close()
+            self._waker = None
+        self._thread = None
+
+    def __enter__(self) -> ServerBase:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        waker = self._waker
+        assert waker is not None
+        while not self._stopping.is_set():
+            try:
+                self._serve(waker)
+            except Exception as exc:  # the link must outlive any one bad event
+                self.internal_errors += 1
+                self.last_internal_error = exc
+                log.exception("%s receive thread: unexpected error (continuing)", self.kind)
+                self._stopping.wait(self.config.poll_interval)
+
+    # -- subclass hooks ----------------------------------------------------------
+
+    def _open(self, waker: Waker) -> int:
+        """Bind; register the socket and ``waker.reader`` with a selector; return the port."""
+        raise NotImplementedError
+
+    def _serve(self, waker: Waker) -> None:
+        raise NotImplementedError
+
+    def _close_all(self) -> None:
+        raise NotImplementedError
+
+    # -- shared helpers ------------------------------------------------------------
+
+    def _reject(self, peer: tuple[object, ...], reason: str) -> None:
+        self.handshake_rejects += 1
+        self.last_reject = f"{format_address(peer)}: {reason}"
+        self._log.warning("BCNP %s: rejected %s", self.kind, self.last_reject)
+
+    def _reset_sink(self) -> None:
+        """A controller came or went: drop any partial frame and restart the parser."""
+        parser = getattr(self.sink, "parser", None)
+        if parser is not None:
+            self.discarded_bytes += parser.buffered
+        self.sink.reset()
+
+    def status(self) -> TransportStatus:
+        peer = self._peer
+        return TransportStatus(
+            transport=self.kind,
+            running=self.running,
+            port=self._port,
+            local_hash=self.local_hash,
+            handshaken=peer is not None,
+            peer=format_address(peer),
+            remote_hash=self.remote_hash,
+            controllers=self.controllers,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            packets_out=self.packets_out,
+            handshake_rejects=self.handshake_rejects,
+            handshake_timeouts=self.handshake_timeouts,
+            refused=self.refused,
+            idle_drops=self.idle_drops,
+            disconnects=self.disconnects,
+            discarded_bytes=self.discarded_bytes,
+            foreign_datagrams=self.foreign_datagrams,
+            unpaired_datagrams=self.unpaired_datagrams,
+            send_refused=self.send_refused,
+            send_failures=self.send_failures,
+            internal_errors=self.internal_errors,
+            parse_errors=self.sink.parse_errors,
+            last_reject=self.last_reject,
+        )

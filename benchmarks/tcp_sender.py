@@ -1,0 +1,46 @@
+"""Client process of benchmark (c): connects, handshakes, then streams pre-encoded packets.
+
+    python -m benchmarks.tcp_sender PORT COUNT PER_PACKET SEED
+
+Prints the sum of durationMs it sent (one line) once everything is written.
+The packets are encoded before the first data byte is sent, so the server's
+timing covers transport and ingest only.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from bcnp import encode_packet, load_schema
+from bcnp.client import Client
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
+DISTINCT_PACKETS = 16
+
+
+def main(argv: list[str]) -> int:
+    port, count, per_packet, seed = (int(a) for a in argv)
+    schema = load_schema(SCHEMA_PATH)
+    drive = schema["DriveCmd"]
+    rng = random.Random(seed)
+    variants = []
+    for _ in range(DISTINCT_PACKETS):
+        batch = [
+            drive(vx=rng.uniform(-1.5, 1.5), omega=rng.uniform(-2.5, 2.5), durationMs=rng.randint(1, 100))
+            for _ in range(per_packet)
+        ]
+        variants.append((encode_packet(drive, batch), sum(m.durationMs for m in batch)))
+    packets = [variants[i % DISTINCT_PACKETS] for i in range(count // per_packet)]
+    stream = b"".join(p for p, _ in packets)
+    total = sum(s for _, s in packets)
+    with Client(schema, "127.0.0.1", port, keepalive_interval=None) as client:
+        client.send_packets([stream])
+        print(total, flush=True)
+        sys.stdin.readline()  # hold the link open until the server has counted everything
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
