@@ -78,7 +78,7 @@ def test_server_sends_handshake_on_accept_and_accepts_matching_peer(robot: Robot
         wait_until(lambda: len(robot.packets) == 1)
         status = robot.server.status()
         assert status.handshaken and status.transport == "tcp"
-        assert status.peer == "127.0.0.1:%d" % sock.getsockname()[1]
+        assert status.peer == f"127.0.0.1:{sock.getsockname()[1]}"
         assert status.remote_hash == robot.schema.hash == status.local_hash
         assert status.controllers == 1 and status.handshake_rejects == 0
         assert status.bytes_in == 11 + 30 and status.bytes_out == 8
@@ -148,7 +148,8 @@ def test_slow_handshake_is_closed_after_the_deadline(schema: bcnp.Schema) -> Non
 
 def test_bytes_after_the_handshake_in_the_same_segment_are_data(robot: Robot) -> None:
     sock = socket.create_connection(robot.addr, timeout=5)
-    sock.sendall(encode_handshake(robot.schema.hash) + drive_packet(robot.schema, 2) + drive_packet(robot.schema))
+    hs = encode_handshake(robot.schema.hash)
+    sock.sendall(hs + drive_packet(robot.schema, 2) + drive_packet(robot.schema))
     wait_until(lambda: len(robot.packets) == 2)
     assert [p.count for p in robot.packets] == [2, 3]
     assert robot.dispatcher.parse_errors == 0
@@ -197,7 +198,7 @@ def test_second_controller_is_refused_and_the_first_undisturbed(robot: Robot) ->
         wait_until(lambda: len(robot.packets) == 1)
         status = robot.server.status()
         assert status.handshaken and status.controllers == 1
-        assert status.peer.endswith(":%d" % first.getsockname()[1])
+        assert status.peer.endswith(f":{first.getsockname()[1]}")
     wait_until(lambda: not robot.server.status().handshaken)
     with robot.connect():  # the first closed: the next is accepted
         assert robot.server.status().controllers == 2
