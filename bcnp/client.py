@@ -194,7 +194,10 @@ class Client:
             self.bytes_out += HANDSHAKE_SIZE
             data = b""
             while len(data) < HANDSHAKE_SIZE:
-                chunk = sock.recv(HANDSHAKE_SIZE - len(data))
+                try:
+                    chunk = sock.recv(HANDSHAKE_SIZE - len(data))
+                except (ConnectionResetError, BrokenPipeError):
+                    chunk = b""
                 if not chunk:
                     raise LinkClosedError(
                         f"the robot at {self.address} closed the connection before its handshake "
@@ -331,6 +334,7 @@ class Client:
     def send_packets(self, packets: list[bytes]) -> None:
         """Send encoded packets (TCP: in one write; UDP: one datagram each)."""
         with self._send_lock:
+            started = self.clock()
             sock = self._sock
             if sock is None or self._closed_reason is not None:
                 raise LinkClosedError(
@@ -355,7 +359,7 @@ class Client:
                     f"link to {self.address} lost while sending: {exc}", self.host, self.port
                 ) from None
             self.packets_sent += len(packets)
-            self._last_send = self.clock()
+            self._last_send = started
 
     # -- receiving -----------------------------------------------------------------------
 

@@ -142,3 +142,19 @@ def test_importing_bcnp_loads_no_robot_or_network_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bcnp").rglob("*.py")), ids=str
+)
+def test_no_bcnp_module_imports_wpilib(path: str) -> None:
+    """Transports and the client run in receive threads and on hosts: no robot library."""
+    tree = ast.parse((ROOT / path).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = {node.module.split(".")[0]}
+        else:
+            continue
+        assert not names & {"wpilib", "ntcore", "hal", "commands2", "wpimath"}, f"{path} imports {names}"

@@ -1,0 +1,247 @@
+"""The host Client against the real TcpServer / UdpServer on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from support import FakeClock, free_port, open_fds, wait_until
+
+import bcnp
+from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
+from bcnp.client import Client, LinkClosedError, RobotUnreachableError, SchemaMismatchError
+from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
+
+
+@dataclass
+class Robot:
+    schema: bcnp.Schema
+    clock: FakeClock
+    dispatcher: Dispatcher
+    queue: MessageQueue
+    server: TcpServer | UdpServer
+    packets: list[bcnp.PacketView] = field(default_factory=list)
+
+    def client(self, **kwargs: object) -> Client:
+        return Client(self.schema, "127.0.0.1", self.server.port, udp=self.udp, **kwargs)  # type: ignore[arg-type]
+
+    def released(self) -> bool:
+        """Whether the server let its controller go. A UDP peer is only unlocked
+        after idle_timeout on the robot's clock, so move the clock on each call
+        (a datagram still in flight may have refreshed it)."""
+        if self.udp:
+            self.clock.advance(self.server.config.idle_timeout + 0.1)
+        return not self.server.status().handshaken
+
+    @property
+    def udp(self) -> bool:
+        return isinstance(self.server, UdpServer)
+
+
+def make_robot(schema: bcnp.Schema, udp: bool, capacity: int = 70_000) -> Robot:
+    clock = FakeClock()
+    dispatcher = Dispatcher(schema)
+    queue = MessageQueue(MessageQueueConfig(capacity=capacity))
+    cls = UdpServer if udp else TcpServer
+    server = cls(dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=clock)
+    robot = Robot(schema, clock, dispatcher, queue, server)
+
+    def handle(packet: bcnp.PacketView, now: float) -> None:
+        robot.packets.append(packet)
+        queue.handle_packet(packet, now)
+
+    dispatcher.register("DriveCmd", handle)
+    server.start()
+    return robot
+
+
+@pytest.fixture(params=["tcp", "udp"])
+def robot(request: pytest.FixtureRequest, schema: bcnp.Schema) -> Iterator[Robot]:
+    r = make_robot(schema, request.param == "udp")
+    yield r
+    r.server.stop()
+
+
+def commands(schema: bcnp.Schema, n: int, vx: float = 0.5) -> list[bcnp.Message]:
+    drive = schema["DriveCmd"]
+    return [drive(vx=vx, omega=(i % 100) / 100, durationMs=i % 1000) for i in range(n)]
+
+
+# -- connecting -------------------------------------------------------------------------
+
+
+def test_connect_handshakes_and_reports_the_robot_hash(robot: Robot) -> None:
+    with robot.client(keepalive_interval=None) as client:
+        assert client.connected and client.remote_hash == robot.schema.hash
+        wait_until(lambda: robot.server.status().handshaken)
+    wait_until(lambda: not client.connected)
+
+
+@pytest.mark.parametrize("udp", [False, True], ids=["tcp", "udp"])
+def test_unreachable_robot_names_host_and_port(schema: bcnp.Schema, udp: bool) -> None:
+    port = free_port(socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
+    with pytest.raises(RobotUnreachableError) as err:
+        Client(schema, "127.0.0.1", port, udp=udp, timeout=1.0).connect()
+    assert f"127.0.0.1:{port}" in str(err.value)
+    assert "robotpy sim" in str(err.value)
+    assert (err.value.host, err.value.port) == ("127.0.0.1", port)
+
+
+def test_schema_mismatch_carries_both_hashes(robot: Robot, test_schema: bcnp.Schema) -> None:
+    with pytest.raises(SchemaMismatchError) as err:
+        Client(test_schema, "127.0.0.1", robot.server.port, udp=robot.udp).connect()
+    assert err.value.local_hash == test_schema.hash
+    assert err.value.remote_hash == robot.schema.hash
+    assert f"0x{test_schema.hash:08X}" in str(err.value) and f"0x{robot.schema.hash:08X}" in str(err.value)
+    wait_until(lambda: robot.server.status().handshake_rejects == 1)
+    assert robot.dispatcher.parser.bytes_received == 0
+
+
+def test_refused_second_controller_is_a_clear_error(schema: bcnp.Schema) -> None:
+    robot = make_robot(schema, udp=False)
+    try:
+        with robot.client():
+            wait_until(lambda: robot.server.status().handshaken)
+            with pytest.raises(LinkClosedError, match="another controller"):
+                robot.client(timeout=2.0).connect()
+    finally:
+        robot.server.stop()
+
+
+# -- sending ----------------------------------------------------------------------------
+
+
+def test_send_clear_queue_and_stop(robot: Robot) -> None:
+    with robot.client(keepalive_interval=None) as client:
+        assert client.send(commands(robot.schema, 5)) == 1
+        assert client.send(commands(robot.schema, 2, vx=1.0), clear_queue=True) == 1
+        wait_until(lambda: len(robot.packets) == 2)
+        assert robot.queue.size() == 2 and robot.packets[1].clear_queue
+        client.stop()
+        wait_until(lambda: len(robot.packets) == 3)
+    stop = robot.packets[2]
+    assert stop.count == 0 and stop.flags == CLEAR_QUEUE and stop.spec.name == "DriveCmd"
+    assert robot.queue.size() == 0
+
+
+def test_large_batches_are_split_into_packets_that_fit(robot: Robot) -> None:
+    n = 70_000 if not robot.udp else 10_000
+    msgs = commands(robot.schema, n)
+    per_packet = 65_535 if not robot.udp else (MAX_DATAGRAM - 11) // 10
+    expected = -(-n // per_packet)
+    with robot.client(keepalive_interval=None) as client:
+        robot.queue.push_batch(commands(robot.schema, 3))
+        assert client.send(msgs, clear_queue=True) == expected
+        wait_until(lambda: len(robot.packets) == expected, timeout=10)
+    assert [p.count for p in robot.packets][:-1] == [per_packet] * (expected - 1)
+    assert [p.clear_queue for p in robot.packets] == [True] + [False] * (expected - 1)
+    assert robot.queue.drain() == msgs  # in order, nothing lost, the 3 stale ones cleared
+
+
+def test_messages_of_another_schema_are_refused(robot: Robot, test_schema: bcnp.Schema) -> None:
+    other = test_schema["TestCmd"]
+    values = {f.name: 0 for f in other.fields}
+    with robot.client(keepalive_interval=None) as client, pytest.raises(TypeError, match="not a message"):
+        client.send([other(**values)])
+
+
+def test_keepalive_keeps_a_long_command_running(robot: Robot) -> None:
+    """One 1 s command; the robot's link timeout is 200 ms. The shared fake clock
+    moves in 51 ms steps and each step's keepalive keeps the command active."""
+    drive = robot.schema["DriveCmd"]
+    with Client(
+        robot.schema,
+        "127.0.0.1",
+        robot.server.port,
+        udp=robot.udp,
+        clock=robot.clock,
+        keepalive_interval=0.05,
+    ) as client:
+        client.send([drive(vx=1.0, omega=0.0, durationMs=1000)], clear_queue=True)
+        wait_until(lambda: len(robot.packets) == 1)
+        assert robot.queue.update(robot.clock()) is not None
+        for step in range(1, 20):
+            seen = len(robot.packets)
+            robot.clock.advance(0.051)
+            wait_until(lambda seen=seen: len(robot.packets) > seen, what=f"keepalive {step}")
+            assert robot.queue.update(robot.clock()) is not None, f"cut at {step * 51} ms"
+        keepalives = robot.packets[1:]
+        assert all(p.count == 0 and p.flags == 0 and p.spec.name == "DriveCmd" for p in keepalives)
+        wait_until(lambda: client.keepalives_sent == len(keepalives))
+
+
+def test_without_keepalive_the_robot_times_the_command_out(robot: Robot) -> None:
+    drive = robot.schema["DriveCmd"]
+    with robot.client(keepalive_interval=None) as client:
+        client.send([drive(vx=1.0, omega=0.0, durationMs=1000)], clear_queue=True)
+        wait_until(lambda: len(robot.packets) == 1)
+        assert robot.queue.update(robot.clock()) is not None
+        robot.clock.advance(0.25)
+        assert robot.queue.update(robot.clock()) is None
+
+
+def test_no_keepalive_while_commands_flow(robot: Robot) -> None:
+    with Client(
+        robot.schema,
+        "127.0.0.1",
+        robot.server.port,
+        udp=robot.udp,
+        clock=robot.clock,
+        keepalive_interval=0.05,
+    ) as client:
+        for _ in range(5):
+            robot.clock.advance(0.04)
+            client.send(commands(robot.schema, 1))
+        wait_until(lambda: len(robot.packets) == 5)
+        time.sleep(0.05)
+        assert client.keepalives_sent == 0
+
+
+# -- receiving ------------------------------------------------------------------------------
+
+
+def test_telemetry_by_iterator_and_by_callback(robot: Robot) -> None:
+    telemetry = robot.schema["DrivetrainTelemetry"]
+    batches = [[telemetry(i, -i, 2 * i, -2 * i, 10 * i + k) for k in range(3)] for i in range(4)]
+    with robot.client(keepalive_interval=None) as client:
+        wait_until(lambda: robot.server.status().handshaken)
+        for batch in batches:
+            assert robot.server.send(encode_packet(telemetry, batch))
+        got = [list(p) for _, p in zip(batches, client.packets(timeout=5.0), strict=False)]
+        assert got == batches
+        assert client.receive(timeout=0.05) is None
+    wait_until(robot.released)
+    received: list[bcnp.PacketView] = []
+    with robot.client(keepalive_interval=None, on_telemetry=received.append) as client:
+        wait_until(lambda: robot.server.status().handshaken)
+        robot.server.send(encode_packet(telemetry, batches[0]))
+        wait_until(lambda: len(received) == 1)
+        assert list(received[0]) == batches[0]
+        assert client.receive(timeout=0.05) is None
+
+
+def test_robot_going_away_ends_iteration_and_fails_sends(schema: bcnp.Schema) -> None:
+    robot = make_robot(schema, udp=False)
+    client = robot.client(keepalive_interval=None).connect()
+    wait_until(lambda: robot.server.status().handshaken)
+    robot.server.stop()
+    assert list(client.packets()) == []
+    assert not client.connected
+    with pytest.raises(LinkClosedError, match="closed by the robot"):
+        client.send(commands(schema, 1))
+    client.close()
+
+
+def test_context_manager_leaves_no_thread_or_socket(robot: Robot) -> None:
+    threads, fds = threading.active_count(), open_fds()
+    for _ in range(20):
+        with robot.client() as client:
+            client.send(commands(robot.schema, 1))
+        assert not client.connected
+        wait_until(lambda: robot.released())
+    assert threading.active_count() == threads
+    assert open_fds() == fds
