@@ -130,6 +130,7 @@ class Client:
         self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
         self._arrived = threading.Condition()
         self._parser = StreamParser(schema, self._on_packet)
+        self._keepalive_packet = encode_packet(self.command_spec, ())
         self.bytes_in = 0
         self.bytes_out = 0
         self.packets_sent = 0
@@ -158,6 +159,9 @@ class Client:
         if self._sock is not None:
             raise RuntimeError("already connected")
         sock = self._connect_udp() if self.udp else self._connect_tcp()
+        self._parser.reset()
+        with self._arrived:
+            self._received.clear()
         self._sock = sock
         self._closed_reason = None
         self._closing.clear()
@@ -226,9 +230,13 @@ class Client:
     def _connect_udp(self) -> socket.socket:
         try:
             infos = socket.getaddrinfo(self.host, self.port, socket.AF_INET, socket.SOCK_DGRAM)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        except OSError as exc:
+            raise self._unreachable(exc.strerror or str(exc)) from None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
             sock.connect(infos[0][4])
         except OSError as exc:
+            sock.close()
             raise self._unreachable(exc.strerror or str(exc)) from None
         handshake = encode_handshake(self.schema.hash)
         deadline = time.monotonic() + self.timeout
@@ -236,7 +244,10 @@ class Client:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise self._unreachable(f"no UDP handshake answer within {self.timeout:g} s")
+                    raise self._unreachable(
+                        f"no UDP handshake answer within {self.timeout:g} s; if it is running, another "
+                        "controller owns the link (a UDP peer is released after 5 s of silence)"
+                    )
                 sock.send(handshake)
                 self.bytes_out += HANDSHAKE_SIZE
                 sock.settimeout(min(left, _UDP_HANDSHAKE_RETRY))
@@ -255,6 +266,9 @@ class Client:
             if isinstance(exc, LinkError):
                 raise
             raise self._unreachable(exc.strerror or str(exc)) from None
+        except BaseException:
+            sock.close()
+            raise
         self._check_handshake(sock, data)
         sock.settimeout(None)
         return sock
@@ -331,35 +345,52 @@ class Client:
         self.send_packets([encode_packet(self.command_spec, ())])
         self.keepalives_sent += 1
 
+    def _send_keepalive(self) -> bool:
+        """From the background thread: never waits behind a user's send (which
+        proves the link alive anyway). False when the lock was busy."""
+        if not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            self._send_locked([self._keepalive_packet])
+            self.keepalives_sent += 1
+        except LinkError:
+            pass  # _lost() has recorded why; the loop ends
+        finally:
+            self._send_lock.release()
+        return True
+
     def send_packets(self, packets: list[bytes]) -> None:
         """Send encoded packets (TCP: in one write; UDP: one datagram each)."""
         with self._send_lock:
-            started = self.clock()
-            sock = self._sock
-            if sock is None or self._closed_reason is not None:
-                raise LinkClosedError(
-                    f"link to {self.address} is closed ({self._closed_reason or 'not connected'})",
-                    self.host,
-                    self.port,
-                )
-            try:
-                if self.udp:
-                    for packet in packets:
-                        if len(packet) > MAX_DATAGRAM:
-                            raise ValueError(f"a {len(packet)}-byte packet does not fit a UDP datagram")
-                        sock.send(packet)
-                        self.bytes_out += len(packet)
-                else:
-                    data = packets[0] if len(packets) == 1 else b"".join(packets)
-                    sock.sendall(data)
-                    self.bytes_out += len(data)
-            except OSError as exc:
-                self._closed_reason = f"send failed: {exc}"
-                raise LinkClosedError(
-                    f"link to {self.address} lost while sending: {exc}", self.host, self.port
-                ) from None
-            self.packets_sent += len(packets)
-            self._last_send = started
+            self._send_locked(packets)
+
+    def _send_locked(self, packets: list[bytes]) -> None:
+        started = self.clock()
+        sock = self._sock
+        if sock is None or self._closed_reason is not None:
+            raise LinkClosedError(
+                f"link to {self.address} is closed ({self._closed_reason or 'not connected'})",
+                self.host,
+                self.port,
+            )
+        try:
+            if self.udp:
+                for packet in packets:
+                    if len(packet) > MAX_DATAGRAM:
+                        raise ValueError(f"a {len(packet)}-byte packet does not fit a UDP datagram")
+                    sock.send(packet)
+                    self.bytes_out += len(packet)
+            else:
+                data = packets[0] if len(packets) == 1 else b"".join(packets)
+                sock.sendall(data)
+                self.bytes_out += len(data)
+        except OSError as exc:
+            self._lost(f"send failed: {exc}")
+            raise LinkClosedError(
+                f"link to {self.address} lost while sending: {exc}", self.host, self.port
+            ) from None
+        self.packets_sent += len(packets)
+        self._last_send = started
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -406,9 +437,13 @@ class Client:
         sel = selectors.DefaultSelector()
         sel.register(sock, selectors.EVENT_READ)
         interval = self.keepalive_interval
+        next_try = 0.0  # when the send lock was busy: don't retry before this
         try:
             while not self._closing.is_set():
-                wait = 0.5 if interval is None else max(0.0, self._last_send + interval - self.clock())
+                if interval is None:
+                    wait = 0.5
+                else:
+                    wait = max(0.0, self._last_send + interval - self.clock(), next_try - self.clock())
                 if sel.select(wait):
                     try:
                         data = sock.recv(1 << 20)
@@ -422,23 +457,18 @@ class Client:
                             self._lost("closed by the robot")
                             return
                         self.bytes_in += len(data)
-                        if self.udp and len(data) == HANDSHAKE_SIZE:
-                            continue  # a repeated handshake answer, not a packet
-                        self._parser.push(data)
-                if interval is not None and self.clock() - self._last_send >= interval:
-                    self._send_keepalive()
+                        if not (self.udp and len(data) == HANDSHAKE_SIZE):  # not a repeated handshake
+                            self._parser.push(data)
+                if interval is not None:
+                    now = self.clock()
+                    if now - self._last_send >= interval and now >= next_try and not self._send_keepalive():
+                        next_try = now + interval
         finally:
             sel.close()
-
-    def _send_keepalive(self) -> None:
-        if not self._send_lock.acquire(blocking=False):
-            return  # a send is under way: that proves the link alive already
-        self._send_lock.release()
-        with contextlib.suppress(LinkError):
-            self.keepalive()
 
     def _lost(self, reason: str) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
+        self._closing.set()
         with self._arrived:
             self._arrived.notify_all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from support import FakeClock, free_port, open_fds, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
-from bcnp.client import Client, LinkClosedError, RobotUnreachableError, SchemaMismatchError
+from bcnp.client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
 from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
 
 
@@ -245,3 +246,56 @@ def test_context_manager_leaves_no_thread_or_socket(robot: Robot) -> None:
         wait_until(lambda: robot.released())
     assert threading.active_count() == threads
     assert open_fds() == fds
+
+
+def test_keepalive_thread_idles_while_a_send_blocks(schema: bcnp.Schema) -> None:
+    """A robot that handshakes and then never reads: the user's send blocks in the
+    kernel, and the keepalive thread must wait (not spin) meanwhile."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    accepted: list[socket.socket] = []
+
+    def robot() -> None:
+        conn, _ = listener.accept()
+        conn.sendall(bcnp.encode_handshake(schema.hash))
+        accepted.append(conn)
+
+    server = threading.Thread(target=robot, daemon=True)
+    server.start()
+    client = Client(schema, "127.0.0.1", port, keepalive_interval=0.01).connect()
+    blob = encode_packet(schema["DriveCmd"], commands(schema, 65_535)) * 60  # 39 MB
+
+    def send() -> None:
+        with contextlib.suppress(LinkError):
+            client.send_packets([blob])
+
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        wait_until(lambda: client._send_lock.locked())
+        time.sleep(0.2)  # let the send fill the kernel buffers and block
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        time.sleep(1.0)
+        cpu = time.process_time() - cpu0
+        assert sender.is_alive(), "the send should still be blocked on the silent robot"
+        assert cpu < 0.5 * (time.monotonic() - wall0), f"{cpu:.2f} s of CPU in 1 s while blocked"
+    finally:
+        client.close()
+        sender.join(5)
+        for conn in accepted:
+            conn.close()
+        listener.close()
+    assert not sender.is_alive()
+
+
+def test_background_thread_ends_when_a_send_finds_the_link_dead(schema: bcnp.Schema) -> None:
+    robot = make_robot(schema, udp=True)
+    client = robot.client(keepalive_interval=None).connect()
+    robot.server.stop()
+    with pytest.raises(LinkClosedError):
+        for _ in range(100):  # the first send may still succeed: UDP learns of it from ICMP
+            client.send(commands(schema, 1))
+            time.sleep(0.01)
+    wait_until(lambda: not any(t.name.startswith("bcnp-client") for t in threading.enumerate()))
+    assert not client.connected
+    client.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -277,12 +279,11 @@ def test_one_controller_across_transports(schema: bcnp.Schema) -> None:
             u.sendto(hs, ("127.0.0.1", udp.port))
             assert u.recv(100) == hs
             assert udp.status().handshaken and slot.owner is udp
-        # And now a TCP peer is refused after its handshake.
+        # And now a TCP peer is refused at once, without our handshake.
         with socket.create_connection(("127.0.0.1", tcp.port), timeout=5) as late:
-            late.sendall(hs)
-            recv_exactly(late, 8)
             assert peer_closed(late)
         assert tcp.status().refused == 1 and not tcp.status().handshaken
+        assert tcp.status().bytes_out == 8  # only the first controller's handshake
     finally:
         tcp.stop()
         udp.stop()
@@ -398,3 +399,50 @@ def test_a_failing_sink_is_counted_and_the_thread_lives_on(robot: Robot) -> None
         sock.sendall(drive_packet(robot.schema, 2))
         wait_until(lambda: len(robot.packets) == 1)
     assert robot.packets[0].count == 2 and robot.server.running
+
+
+def test_send_before_start_is_refused_not_raised(schema: bcnp.Schema) -> None:
+    server = TcpServer(Dispatcher(schema), TransportConfig(host="127.0.0.1", port=0))
+    assert not server.send(drive_packet(schema))
+    assert server.send_buffered == 0 and server.status().send_failures == 1
+
+
+FLOODER = """
+import socket, sys
+port, handshake, blob = int(sys.argv[1]), bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3]) * 50_000
+sock = socket.create_connection(("127.0.0.1", port))
+sock.recv(8)
+sock.sendall(handshake)
+try:
+    while True:
+        sock.sendall(blob)
+except OSError:
+    pass
+"""
+
+
+def test_a_flood_does_not_keep_the_thread_from_stop_or_new_connections(schema: bcnp.Schema) -> None:
+    """Another process streams one-message packets faster than they can be parsed;
+    the receive thread still refuses a second peer at once and stops within 1 s."""
+    robot = make_robot(schema)
+    packet = drive_packet(schema, 1)
+    hs = encode_handshake(schema.hash)
+    flooder = subprocess.Popen(
+        [sys.executable, "-c", FLOODER, str(robot.server.port), hs.hex(), packet.hex()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: robot.server.status().bytes_in > 4_000_000, timeout=30)
+        with socket.create_connection(robot.addr, timeout=5) as second:
+            assert peer_closed(second)
+        assert robot.server.status().refused == 1
+        t0 = time.monotonic()
+        robot.server.stop()
+        assert time.monotonic() - t0 < 1.0
+        assert not robot.server.running
+    finally:
+        robot.server.stop()
+        flooder.kill()
+        flooder.wait(5)
+    assert robot.dispatcher.parse_errors == 0 and robot.queue.metrics.overflows > 0

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import selectors
 import socket
+import time
 from collections import deque
+from typing import Any
 
 from .base import ServerBase, Waker, describe_handshake, format_address, log
 
@@ -49,6 +51,15 @@ class TcpServer(ServerBase):
 
     kind = "tcp"
 
+    #: Reads per wake-up of the receive thread (each up to ``recv_size`` bytes).
+    MAX_READS_PER_WAKE = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: list[_Connection] = []
+        self._controller: _Connection | None = None
+        self._accept_paused_until: float | None = None
+
     def _open(self, waker: Waker) -> int:
         cfg = self.config
         listener = socket.create_server((cfg.host, cfg.port), backlog=cfg.max_pending)
@@ -57,8 +68,9 @@ class TcpServer(ServerBase):
         self._sel = selectors.DefaultSelector()
         self._sel.register(listener, selectors.EVENT_READ, _LISTEN)
         self._sel.register(waker.reader, selectors.EVENT_READ, _WAKE)
-        self._pending: list[_Connection] = []
-        self._controller: _Connection | None = None
+        self._pending = []
+        self._controller = None
+        self._accept_paused_until = None
         return int(listener.getsockname()[1])
 
     # -- receive thread ----------------------------------------------------------
@@ -82,6 +94,10 @@ class TcpServer(ServerBase):
                         self._read_handshake(conn)
         self._update_write_interest()
         self._check_timeouts(self.clock())
+        resume = self._accept_paused_until
+        if resume is not None and time.monotonic() >= resume:
+            self._accept_paused_until = None
+            self._sel.register(self._listener, selectors.EVENT_READ, _LISTEN)
 
     def _accept(self) -> None:
         while True:
@@ -89,14 +105,19 @@ class TcpServer(ServerBase):
                 sock, peer = self._listener.accept()
             except BlockingIOError:
                 return
-            except OSError as exc:  # e.g. out of file descriptors: try again next wake-up
+            except OSError as exc:
+                # E.g. out of file descriptors: the listener stays readable, so
+                # stop watching it for a while instead of spinning on it.
                 self._log.warning("BCNP tcp: accept failed: %s", exc)
+                self._sel.unregister(self._listener)
+                self._accept_paused_until = time.monotonic() + self.config.poll_interval
                 return
-            if self._controller is not None or len(self._pending) >= self.config.max_pending:
+            busy = self._controller is not None or self.slot.owner not in (None, self)
+            if busy or len(self._pending) >= self.config.max_pending:
                 # One controller at a time: close at once, without our handshake,
                 # so the refused peer learns nothing and the controller is undisturbed.
                 self.refused += 1
-                owner = "a controller is connected" if self._controller else "too many pending handshakes"
+                owner = "a controller is connected" if busy else "too many pending handshakes"
                 self.last_reject = f"{format_address(peer)}: refused, {owner}"
                 self._log.warning("BCNP tcp: %s", self.last_reject)
                 sock.close()
@@ -163,7 +184,7 @@ class TcpServer(ServerBase):
         size = self.config.recv_size
         push = self.sink.push
         clock = self.clock
-        while True:
+        for _ in range(self.MAX_READS_PER_WAKE):
             try:
                 data = recv(size)
             except BlockingIOError:
@@ -241,8 +262,8 @@ class TcpServer(ServerBase):
             self._peer = None
             conn.sock.close()
             conn.out.clear()
+        self._reset_sink()  # before another server may take the slot and push
         self.slot.release(self)
-        self._reset_sink()
         log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.peer), reason)
 
     def _close_all(self) -> None:
@@ -253,8 +274,8 @@ class TcpServer(ServerBase):
             self._controller.sock.close()
             self._controller = None
             self._peer = None
-            self.slot.release(self)
             self._reset_sink()
+            self.slot.release(self)
         self._sel.close()
         self._listener.close()
 
@@ -266,6 +287,8 @@ class TcpServer(ServerBase):
         ``False`` when there is no controller, the send buffer is full
         (``send_refused``) or the socket failed (``send_failures``).
         """
+        if type(data) is not bytes:  # what waits in the buffer must not change under us
+            data = bytes(data)
         size = len(data)
         with self._send_lock:
             conn = self._controller

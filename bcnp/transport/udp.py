@@ -40,6 +40,9 @@ class UdpServer(ServerBase):
 
     kind = "udp"
 
+    #: Datagrams handled per wake-up of the receive thread.
+    MAX_DATAGRAMS_PER_WAKE = 16
+
     def _open(self, waker: Waker) -> int:
         cfg = self.config
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -73,7 +76,7 @@ class UdpServer(ServerBase):
         recvfrom = self._sock.recvfrom
         push = self.sink.push
         clock = self.clock
-        while True:
+        for _ in range(self.MAX_DATAGRAMS_PER_WAKE):
             try:
                 data, source = recvfrom(65_536)
             except BlockingIOError:
@@ -136,15 +139,15 @@ class UdpServer(ServerBase):
         peer = self._peer
         with self._send_lock:
             self._peer = None
+        self._reset_sink()  # before another server may take the slot and push
         self.slot.release(self)
-        self._reset_sink()
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:
         if self._peer is not None:
             self._peer = None
-            self.slot.release(self)
             self._reset_sink()
+            self.slot.release(self)
         self._sel.close()
         self._sock.close()
 
