@@ -1,7 +1,14 @@
-"""Shared fixtures: schemas loaded from the repository and packet builders."""
+"""Shared fixtures: schemas loaded from the repository; pyfrc's robot fixtures.
+
+``robotpy test`` registers pyfrc's pytest plugin itself; under plain
+``python -m pytest`` it is registered here, so both commands run the same
+suite with the ``robot`` and ``control`` fixtures available.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +17,27 @@ import bcnp
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+
+# Robots built by tests listen on free ports, never on 5800 (a sim may be running).
+os.environ.setdefault("BCNP_PORT", "0")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        from pyfrc.test_support.pytest_plugin import PyFrcPlugin
+    except ImportError:  # robotpy not installed: the protocol tests still run
+        return
+    if any(type(p).__name__ in ("PyFrcPlugin", "IsolatedTestsPlugin") for p in config.pluginmanager.get_plugins()):
+        return  # started by `robotpy test`
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    # The same arguments `robotpy test --no-isolation` passes; pyfrc internals,
+    # so an upgrade that changes them fails here, loudly, before any test runs.
+    import robot
+
+    config.pluginmanager.register(
+        PyFrcPlugin(robot.BcnpRobot, ROOT / "robot.py", isolated=False, init_timeout=10.0), "pyfrc"
+    )
 
 
 @pytest.fixture(scope="session")

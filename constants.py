@@ -1,0 +1,88 @@
+"""Every robot constant in one place: wiring, geometry, limits, gains, BCNP link.
+
+Units are SI (metres, seconds, radians, volts) unless a name says otherwise.
+The drivetrain numbers describe the FRC kit-of-parts chassis (two CIMs per
+side, 10.71:1 Toughbox Mini, 6-inch wheels, 26-inch track), which is also
+what ``physics.py`` simulates.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from bcnp import MessageQueueConfig
+
+# -- wiring (roboRIO channels) ------------------------------------------------------
+
+LEFT_MOTOR_PWM = 0
+RIGHT_MOTOR_PWM = 1  # mounted mirrored: inverted in code
+LEFT_ENCODER_DIO = (0, 1)
+RIGHT_ENCODER_DIO = (2, 3)
+#: Both encoders must count up when the robot drives forward; flip this if the
+#: right one (mounted mirrored) counts down on your robot.
+RIGHT_ENCODER_REVERSED = False
+GYRO_ANALOG = 0
+DRIVER_CONTROLLER_PORT = 0  # Xbox controller, driver station USB slot
+
+# -- geometry ---------------------------------------------------------------------------
+
+WHEEL_DIAMETER_M = 0.1524  # 6 in
+TRACK_WIDTH_M = 0.6604  # 26 in, wheel centre to wheel centre
+GEAR_RATIO = 10.71  # motor turns per wheel turn
+ENCODER_CPR = 360  # encoder cycles per wheel revolution (encoder on the output shaft)
+ENCODER_DISTANCE_PER_PULSE_M = math.pi * WHEEL_DIAMETER_M / ENCODER_CPR
+
+# -- limits -------------------------------------------------------------------------------
+
+#: Commands are clamped to these before anything else (reference robot limits).
+MAX_VX_MPS = 1.5
+MAX_OMEGA_RADPS = 2.5
+#: Acceleration limits (WPILib SlewRateLimiter) on vx and omega; None disables.
+#: Stops (link loss, disable, CLEAR_QUEUE) always bypass them.
+MAX_ACCEL_MPS2: float | None = 3.0
+MAX_ALPHA_RADPS2: float | None = 6.0
+
+# -- closed-loop wheel velocity -------------------------------------------------------------
+
+#: Feedforward matched to the kit-of-parts model in physics.py (dual CIM: kV =
+#: 12 V / 3.96 m/s free speed). Characterise a real robot with SysId and replace.
+FEEDFORWARD_KS_V = 0.0
+FEEDFORWARD_KV_V_PER_MPS = 3.03
+FEEDFORWARD_KA_V_PER_MPS2 = 0.25
+VELOCITY_KP_V_PER_MPS = 2.0
+
+# -- teleop -------------------------------------------------------------------------------------
+
+JOYSTICK_DEADBAND = 0.1
+
+# -- BCNP link ----------------------------------------------------------------------------------
+
+#: TCP and UDP both listen here; the BCNP_PORT environment variable overrides.
+BCNP_PORT = 5800
+BCNP_PORT_ENV = "BCNP_PORT"
+BCNP_HOST = "0.0.0.0"
+#: Spec defaults: 200 queued commands, link timeout 200 ms, stale after 100 ms.
+BCNP_QUEUE = MessageQueueConfig(capacity=200, connection_timeout=0.2, max_command_lag=0.1)
+BCNP_HANDSHAKE_TIMEOUT_S = 2.0
+BCNP_IDLE_TIMEOUT_S = 5.0  # a silent controller is dropped (TCP) or unlocked (UDP)
+BCNP_SEND_BUFFER_BYTES = 1 << 20
+TELEMETRY_FLUSH_TICKS = 2  # one packet every 2nd tick: 25 packets/s at 50 Hz
+TELEMETRY_MAX_BUFFERED = 32
+
+#: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
+SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
+
+
+def bcnp_port() -> int:
+    """The BCNP port: ``BCNP_PORT`` from the environment (0 = any free port), else 5800."""
+    text = os.environ.get(BCNP_PORT_ENV, "").strip()
+    if not text:
+        return BCNP_PORT
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 0xFFFF:
+        raise ValueError(f"{BCNP_PORT_ENV}={text!r} is not a port number (0..65535)")
+    return port

@@ -1,0 +1,67 @@
+"""Simulation physics (pyfrc): the kit-of-parts drivetrain driven by the robot's motor outputs.
+
+Each step: motor outputs × battery voltage → ``DifferentialDrivetrainSim`` →
+encoder and gyro sims (what the robot code reads back) and the Field2d pose
+(``/SmartDashboard/Field/Robot`` on NetworkTables, the sim GUI's Field view).
+
+With ``BCNP_SIM_AUTONOMOUS=1`` the simulated driver station starts in
+autonomous, enabled, so a headless ``robotpy sim --nogui`` can be driven by a
+host straight away.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+
+import wpilib
+import wpilib.simulation as sim
+from pyfrc.physics.core import PhysicsInterface
+
+import constants
+
+if typing.TYPE_CHECKING:
+    from robot import BcnpRobot
+
+
+class PhysicsEngine:
+    def __init__(self, physics_controller: PhysicsInterface, robot: BcnpRobot) -> None:
+        self.physics_controller = physics_controller
+        drivetrain = robot.drivetrain
+        # PWMMotorController.get() is the output before inversion: forward is
+        # positive on both sides, which is what the drivetrain sim expects.
+        self.left_motor = drivetrain.left_motor
+        self.right_motor = drivetrain.right_motor
+        self.left_encoder = sim.EncoderSim(drivetrain.left_encoder)
+        self.right_encoder = sim.EncoderSim(drivetrain.right_encoder)
+        self.gyro = sim.AnalogGyroSim(drivetrain.gyro)
+        kitbot = sim.DifferentialDrivetrainSim
+        self.drivesim = kitbot.createKitbotSim(
+            kitbot.KitbotMotor.DualCIMPerSide,
+            constants.GEAR_RATIO,
+            constants.WHEEL_DIAMETER_M,
+        )
+        self.right_sign = -1.0 if constants.RIGHT_ENCODER_REVERSED else 1.0
+
+        if os.environ.get(constants.SIM_AUTONOMOUS_ENV) == "1":
+            sim.DriverStationSim.setDsAttached(True)
+            sim.DriverStationSim.setAutonomous(True)
+            sim.DriverStationSim.setEnabled(True)
+            sim.DriverStationSim.notifyNewData()
+
+    def update_sim(self, now: float, tm_diff: float) -> None:
+        volts = wpilib.RobotController.getInputVoltage()
+        self.drivesim.setInputs(self.left_motor.get() * volts, self.right_motor.get() * volts)
+        self.drivesim.update(tm_diff)
+
+        self.left_encoder.setDistance(self.drivesim.getLeftPosition())
+        self.left_encoder.setRate(self.drivesim.getLeftVelocity())
+        self.right_encoder.setDistance(self.right_sign * self.drivesim.getRightPosition())
+        self.right_encoder.setRate(self.right_sign * self.drivesim.getRightVelocity())
+        # AnalogGyro counts clockwise; the sim's heading is counter-clockwise.
+        self.gyro.setAngle(-self.drivesim.getHeading().degrees())
+
+        # Battery sag under the drive current.
+        sim.RoboRioSim.setVInVoltage(sim.BatterySim.calculate([self.drivesim.getCurrentDraw()]))
+
+        self.physics_controller.field.setRobotPose(self.drivesim.getPose())

@@ -1,0 +1,55 @@
+"""BCNP robot: a TimedRobot (20 ms) that executes timed drive commands streamed by a host.
+
+Autonomous executes the active BCNP command (none → stop); teleop drives from
+the Xbox controller while the BCNP queue keeps running and reporting;
+disabled stops. The link, the drivetrain and every constant live elsewhere
+(``subsystems/``, ``constants.py``); this file only maps modes to behaviour.
+"""
+
+from __future__ import annotations
+
+import wpilib
+import wpimath
+
+import constants
+from subsystems.bcnp_link import BcnpLink
+from subsystems.drivetrain import Drivetrain
+
+
+class BcnpRobot(wpilib.TimedRobot):
+    def robotInit(self) -> None:
+        self.drivetrain = Drivetrain()
+        self.controller = wpilib.XboxController(constants.DRIVER_CONTROLLER_PORT)
+        self.link = BcnpLink()
+        self.link.start()
+
+    def robotPeriodic(self) -> None:
+        # One place, in a fixed order, every tick and in every mode: the queue
+        # advances, the mode picks what the wheels do, the drivetrain actuates,
+        # then telemetry and keys report this tick.
+        now = wpilib.Timer.getFPGATimestamp()
+        command = self.link.update(now)
+        if self.isAutonomousEnabled():
+            if command is None:
+                self.drivetrain.stop()
+            else:
+                self.drivetrain.drive(*command)
+        elif self.isTeleopEnabled():
+            self.drivetrain.drive(*self._teleop_speeds())
+        else:
+            self.drivetrain.stop()
+        self.drivetrain.periodic()
+        self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
+        self.link.publish()
+
+    def _teleop_speeds(self) -> tuple[float, float]:
+        """Arcade: left stick forward/back, right stick turn (stick up is negative Y)."""
+        forward = wpimath.applyDeadband(-self.controller.getLeftY(), constants.JOYSTICK_DEADBAND)
+        turn = wpimath.applyDeadband(-self.controller.getRightX(), constants.JOYSTICK_DEADBAND)
+        return forward * constants.MAX_VX_MPS, turn * constants.MAX_OMEGA_RADPS
+
+    def endCompetition(self) -> None:
+        link = getattr(self, "link", None)
+        if link is not None:
+            link.stop()  # the receive threads and sockets go with the robot
+        super().endCompetition()

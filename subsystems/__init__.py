@@ -1,0 +1,1 @@
+"""Robot hardware owners and the robot side of the BCNP link."""

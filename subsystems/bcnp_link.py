@@ -1,0 +1,205 @@
+"""The robot's BCNP link: TCP and UDP servers, dispatcher, command queue, telemetry, keys.
+
+One controller at a time across both transports (the first peer to complete
+the handshake owns the link until it drops). The receive threads stamp
+packets with FPGA time, the same clock ``update()`` gets each tick, so pyfrc
+tests control every timing rule. Nothing here touches a motor: ``update()``
+returns the command to execute (clamped) or ``None`` for "stop".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import wpilib
+
+import constants
+from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
+from bcnp.messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
+from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
+
+log = logging.getLogger("bcnp.link")
+
+_UINT32 = 0xFFFFFFFF
+
+
+def _hex(value: int | None) -> str:
+    return "" if value is None else f"0x{value:08X}"
+
+
+def _clamp(value: float, limit: float) -> float:
+    return max(-limit, min(limit, value))
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """Everything the link publishes under ``Network/`` (one snapshot per tick)."""
+
+    connected: bool
+    queue_size: int
+    cmd_vx: float
+    cmd_omega: float
+    schema_hash: str
+    parse_errors: int
+    messages_rx: int
+    queue_overflows: int
+    messages_skipped: int
+    telemetry_sent: int
+    telemetry_packets: int
+    transport: str
+    peer: str
+    remote_schema_hash: str
+    handshake_rejects: int
+
+
+class BcnpLink:
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        clock: Callable[[], float] = wpilib.Timer.getFPGATimestamp,
+        max_vx: float = constants.MAX_VX_MPS,
+        max_omega: float = constants.MAX_OMEGA_RADPS,
+    ) -> None:
+        self.clock = clock
+        self.max_vx = max_vx
+        self.max_omega = max_omega
+        self.queue = MessageQueue(constants.BCNP_QUEUE)
+        self.dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
+        self.dispatcher.register(DRIVE_CMD_SPEC, self.queue.handle_packet)
+        config = TransportConfig(
+            host=constants.BCNP_HOST,
+            port=constants.bcnp_port() if port is None else port,
+            handshake_timeout=constants.BCNP_HANDSHAKE_TIMEOUT_S,
+            idle_timeout=constants.BCNP_IDLE_TIMEOUT_S,
+            send_buffer_limit=constants.BCNP_SEND_BUFFER_BYTES,
+        )
+        self.slot = ControllerSlot()
+        self.tcp = TcpServer(self.dispatcher, config, clock=clock, slot=self.slot)
+        self.udp = UdpServer(self.dispatcher, config, clock=clock, slot=self.slot)
+        self.telemetry = TelemetryAccumulator(
+            DRIVETRAIN_TELEMETRY_SPEC,
+            self._send,
+            flush_interval_ticks=constants.TELEMETRY_FLUSH_TICKS,
+            max_buffered=constants.TELEMETRY_MAX_BUFFERED,
+        )
+        self.command: tuple[float, float] | None = None
+        self.connected = False
+        self.start_errors: list[str] = []
+        self.telemetry_errors = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen on TCP and UDP. A port in use is logged, not raised: the robot still drives."""
+        for server in (self.tcp, self.udp):
+            try:
+                server.start()
+            except OSError as exc:
+                message = f"BCNP {server.kind} cannot listen on port {server.config.port}: {exc}"
+                self.start_errors.append(message)
+                log.error(message)
+            else:
+                log.info("BCNP %s listening on port %d", server.kind, server.port)
+
+    def stop(self) -> None:
+        self.tcp.stop()
+        self.udp.stop()
+
+    # -- per tick (robot thread) -------------------------------------------------------------
+
+    def update(self, now: float) -> tuple[float, float] | None:
+        """Advance the queue to ``now``; the clamped (vx, omega) to run, or None to stop.
+
+        Without a handshaken controller the queue is dropped at once: a robot
+        whose controller closed the connection stops in this tick.
+        """
+        owner = self.slot.owner
+        if owner is None and (self.queue.size() or self.queue.active() is not None):
+            self.queue.clear()
+        active = self.queue.update(now)
+        self.connected = owner is not None and self.dispatcher.is_connected(now)
+        if active is None:
+            self.command = None
+        else:
+            self.command = (_clamp(active.vx, self.max_vx), _clamp(active.omega, self.max_omega))
+        return self.command
+
+    def record_telemetry(self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float) -> None:
+        """One DrivetrainTelemetry for this tick; a packet goes out every 2nd tick."""
+        if self.slot.owner is None:
+            self.telemetry.clear()  # nobody to send to: keep nothing stale
+            return
+        try:
+            sample = DrivetrainTelemetry(
+                leftVelocity=wheel_velocities[0],
+                rightVelocity=wheel_velocities[1],
+                leftPosition=wheel_positions[0],
+                rightPosition=wheel_positions[1],
+                timestampMs=round(now * 1000) & _UINT32,
+            )
+        except (ValueError, TypeError) as exc:  # e.g. a NaN from a broken encoder
+            self.telemetry_errors += 1
+            log.debug("telemetry sample dropped: %s", exc)
+        else:
+            self.telemetry.record(sample)
+        self.telemetry.tick()
+
+    def _send(self, packet: bytes) -> bool:
+        owner = self.slot.owner
+        if owner is None:
+            return False
+        assert isinstance(owner, (TcpServer, UdpServer))
+        return owner.send(packet)
+
+    # -- status --------------------------------------------------------------------------------
+
+    def status(self) -> LinkStatus:
+        owner = self.slot.owner
+        tcp, udp = self.tcp.status(), self.udp.status()
+        current = tcp if owner is self.tcp else udp if owner is self.udp else None
+        remote = current.remote_hash if current else tcp.remote_hash if tcp.remote_hash is not None else udp.remote_hash
+        queue = self.queue.metrics
+        telemetry = self.telemetry.metrics
+        vx, omega = self.command if self.command is not None else (0.0, 0.0)
+        return LinkStatus(
+            connected=self.connected,
+            queue_size=self.queue.size(),
+            cmd_vx=vx,
+            cmd_omega=omega,
+            schema_hash=_hex(SCHEMA.hash),
+            parse_errors=self.dispatcher.parse_errors,
+            messages_rx=queue.received,
+            queue_overflows=queue.overflows,
+            messages_skipped=queue.skipped,
+            telemetry_sent=telemetry.sent,
+            telemetry_packets=telemetry.packets,
+            transport=current.transport if current else "none",
+            peer=current.peer if current else "",
+            remote_schema_hash=_hex(remote),
+            handshake_rejects=tcp.handshake_rejects + udp.handshake_rejects,
+        )
+
+    def publish(self) -> LinkStatus:
+        """Write the ``Network/*`` keys to SmartDashboard."""
+        s = self.status()
+        put_number = wpilib.SmartDashboard.putNumber
+        put_string = wpilib.SmartDashboard.putString
+        wpilib.SmartDashboard.putBoolean("Network/Connected", s.connected)
+        put_number("Network/QueueSize", s.queue_size)
+        put_number("Network/CmdVx", s.cmd_vx)
+        put_number("Network/CmdW", s.cmd_omega)
+        put_string("Network/SchemaHash", s.schema_hash)
+        put_number("Network/ParseErrors", s.parse_errors)
+        put_number("Network/MessagesRx", s.messages_rx)
+        put_number("Network/QueueOverflows", s.queue_overflows)
+        put_number("Network/MessagesSkipped", s.messages_skipped)
+        put_number("Network/TelemetrySent", s.telemetry_sent)
+        put_number("Network/TelemetryPackets", s.telemetry_packets)
+        put_string("Network/Transport", s.transport)
+        put_string("Network/Peer", s.peer)
+        put_string("Network/RemoteSchemaHash", s.remote_schema_hash)
+        put_number("Network/HandshakeRejects", s.handshake_rejects)
+        return s

@@ -1,0 +1,262 @@
+"""The robot in the WPILib simulator (pyfrc fixtures, simulated time) driven over real loopback sockets.
+
+Time only moves when a test steps it, one 20 ms robot tick at a time, so every
+timing rule is checked to the tick. Packets are sent while time stands still
+and the test waits until the robot's receive thread has taken them in.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from collections.abc import Iterator
+
+import pytest
+from support import wait_until
+from wpilib import SmartDashboard
+from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
+
+import bcnp
+from bcnp.client import Client, SchemaMismatchError
+from bcnp.messages import SCHEMA, DriveCmd
+
+TICK = 0.02
+
+
+class Sim:
+    """Steps the simulated robot and talks to it as a host would."""
+
+    def __init__(self, robot: object) -> None:
+        self.robot = robot
+
+    @property
+    def link(self):  # type: ignore[no-untyped-def]
+        return self.robot.link  # type: ignore[attr-defined]
+
+    @property
+    def drivetrain(self):  # type: ignore[no-untyped-def]
+        return self.robot.drivetrain  # type: ignore[attr-defined]
+
+    # -- time -----------------------------------------------------------------------------
+
+    def tick(self, n: int = 1, *, autonomous: bool = True, enabled: bool = True) -> None:
+        DriverStationSim.setDsAttached(True)
+        DriverStationSim.setAutonomous(autonomous)
+        DriverStationSim.setEnabled(enabled)
+        for _ in range(n):
+            DriverStationSim.notifyNewData()
+            stepTiming(TICK)
+
+    def run(self, seconds: float, client: Client | None = None, **mode: bool) -> list[float]:
+        """Tick for ``seconds``; with ``client``, a keepalive every 2nd tick (40 ms).
+        Returns Network/CmdVx after each tick."""
+        seen = []
+        for i in range(round(seconds / TICK)):
+            if client is not None and i % 2 == 0:
+                self.deliver(client.keepalive)
+            self.tick(**mode)
+            seen.append(self.number("Network/CmdVx"))
+        return seen
+
+    # -- host side -----------------------------------------------------------------------------
+
+    def connect(self, udp: bool = False, schema: bcnp.Schema = SCHEMA, **kwargs: object) -> Client:
+        port = self.link.udp.port if udp else self.link.tcp.port
+        client = Client(schema, "127.0.0.1", port, udp=udp, keepalive_interval=None, **kwargs)  # type: ignore[arg-type]
+        client.connect()
+        wait_until(lambda: self.link.slot.owner is not None, what="the robot to take the controller")
+        return client
+
+    def deliver(self, send: object, *args: object, **kwargs: object) -> None:
+        """Call ``send(*args)`` and wait until the robot has received what it sent."""
+        before = self.link.dispatcher.packets_received
+        send(*args, **kwargs)  # type: ignore[operator]
+        wait_until(lambda: self.link.dispatcher.packets_received > before, what="the packet to arrive")
+
+    # -- what the robot shows ---------------------------------------------------------------------
+
+    @staticmethod
+    def number(key: str) -> float:
+        return SmartDashboard.getNumber(key, math.nan)
+
+    @staticmethod
+    def string(key: str) -> str:
+        return SmartDashboard.getString(key, "<missing>")
+
+    @staticmethod
+    def connected() -> bool:
+        return SmartDashboard.getBoolean("Network/Connected", False)
+
+    def motors(self) -> tuple[float, float]:
+        return self.drivetrain.left_motor.get(), self.drivetrain.right_motor.get()
+
+    def travelled(self) -> float:
+        left, right = self.drivetrain.wheel_positions()
+        return (left + right) / 2
+
+
+@pytest.fixture
+def sim(control, robot) -> Iterator[Sim]:  # type: ignore[no-untyped-def]
+    with control.run_robot():
+        yield Sim(robot)
+
+
+def cmd(vx: float, omega: float = 0.0, ms: int = 1000) -> DriveCmd:
+    return DriveCmd(vx=vx, omega=omega, durationMs=ms)
+
+
+# -- (a) (b) executing commands ----------------------------------------------------------------------
+
+
+def test_a_two_second_command_travels_two_metres(sim: Sim) -> None:
+    sim.tick(5)
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
+        seen = sim.run(2.0, host)
+        assert seen[0] == 1.0 and seen[-2] == 1.0  # CmdVx reads 1.0 while active
+        assert sim.connected()
+        sim.run(1.0, host)  # queue empty: stopped, coasting to rest
+    assert sim.number("Network/CmdVx") == 0.0
+    assert sim.travelled() == pytest.approx(2.0, rel=0.15)
+    assert sim.drivetrain.pose().X() == pytest.approx(2.0, rel=0.15)
+
+
+def test_b_commands_are_clamped_to_the_robot_limits(sim: Sim) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(5.0, -9.0, ms=3000)])
+        seen = sim.run(1.5, host)
+        assert set(seen) == {1.5}
+        assert sim.number("Network/CmdW") == -2.5
+        left, right = sim.drivetrain.wheel_velocities()
+        # Closed loop on the clamped command: wheels near 1.5 m/s ∓ 2.5 rad/s × half the track.
+        half_track = 0.6604 / 2
+        assert left == pytest.approx(1.5 + 2.5 * half_track, rel=0.1)
+        assert right == pytest.approx(1.5 - 2.5 * half_track, rel=0.1)
+
+
+# -- (c) (d) stopping ---------------------------------------------------------------------------------
+
+
+def test_c_silence_stops_the_robot_within_the_link_timeout_plus_one_tick(sim: Sim) -> None:
+    sim.tick(5)
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=10_000)], clear_queue=True)
+        # The packet arrived now; the next ticks run it, then nothing more comes.
+        moving_ticks = 0
+        for _ in range(11):  # 200 ms + one tick
+            sim.tick()
+            if sim.number("Network/CmdVx") != 0.0:
+                moving_ticks += 1
+        assert sim.number("Network/CmdVx") == 0.0
+        assert sim.motors() == (0.0, 0.0)
+        assert not sim.connected()
+        assert moving_ticks == 10  # active for exactly the 200 ms the link was trusted
+        sim.run(2.0)
+    assert sim.drivetrain.wheel_velocities() == pytest.approx((0.0, 0.0), abs=0.01)
+    assert 0.0 < sim.travelled() < 0.35
+
+
+def test_c_a_controller_that_disconnects_stops_the_robot_in_the_next_tick(sim: Sim) -> None:
+    host = sim.connect()
+    sim.deliver(host.send, [cmd(1.0, ms=10_000)], clear_queue=True)
+    sim.run(0.1, host)
+    assert sim.number("Network/CmdVx") == 1.0
+    host.close()
+    wait_until(lambda: sim.link.slot.owner is None)
+    sim.tick()
+    assert sim.number("Network/CmdVx") == 0.0 and sim.motors() == (0.0, 0.0)
+    assert sim.string("Network/Transport") == "none" and sim.string("Network/Peer") == ""
+
+
+def test_d_zero_message_clear_queue_stops_in_the_next_tick(sim: Sim) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=5000)] * 3, clear_queue=True)
+        sim.run(0.5, host)
+        assert sim.motors() != (0.0, 0.0)
+        sim.deliver(host.stop)
+        sim.tick()
+        assert sim.motors() == (0.0, 0.0)
+        assert sim.number("Network/CmdVx") == 0.0 and sim.number("Network/QueueSize") == 0
+        assert sim.connected()  # a stop is not a link loss
+
+
+# -- (e) (f) nothing moves -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["disabled", "teleop"])
+def test_e_disabled_and_teleop_ignore_bcnp_commands(sim: Sim, mode: str) -> None:
+    flags = {"autonomous": False, "enabled": mode == "teleop"}
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
+        seen = sim.run(1.0, host, **flags)
+        assert seen[0] == 1.0  # the queue keeps running and reporting
+        assert sim.motors() == (0.0, 0.0)
+    assert abs(sim.travelled()) < 1e-6
+
+
+def test_e_teleop_drives_from_the_xbox_controller(sim: Sim) -> None:
+    stick = XboxControllerSim(0)
+    stick.setLeftY(-1.0)  # full forward
+    sim.run(1.0, autonomous=False, enabled=True)
+    assert sim.drivetrain.wheel_velocities()[0] == pytest.approx(1.5, rel=0.1)
+
+
+def test_f_a_peer_with_the_wrong_hash_moves_nothing(sim: Sim, test_schema: bcnp.Schema) -> None:
+    with pytest.raises(SchemaMismatchError):
+        Client(test_schema, "127.0.0.1", sim.link.tcp.port).connect()
+    # A raw peer that ignores the mismatch and streams anyway.
+    with socket.create_connection(("127.0.0.1", sim.link.tcp.port), timeout=5) as raw:
+        raw.sendall(bcnp.encode_handshake(0x12345678) + bcnp.encode_packet(DriveCmd.spec, [cmd(1.0)], 1))
+        wait_until(lambda: sim.link.tcp.status().handshake_rejects == 2)
+    sim.run(0.5)
+    assert sim.motors() == (0.0, 0.0) and abs(sim.travelled()) < 1e-6
+    assert sim.number("Network/HandshakeRejects") == 2
+    assert sim.string("Network/RemoteSchemaHash") == "0x12345678"
+    assert sim.number("Network/MessagesRx") == 0 and sim.link.dispatcher.parser.bytes_received == 0
+
+
+# -- (g) timing ------------------------------------------------------------------------------------------
+
+
+def test_g_fifty_twenty_ms_commands_run_in_order_and_end_on_time(sim: Sim) -> None:
+    batch = [cmd(0.5 if i % 2 == 0 else -0.5, ms=20) for i in range(50)]
+    with sim.connect() as host:
+        sim.deliver(host.send, batch, clear_queue=True)
+        seen = sim.run(1.2, host)
+    active = [i for i, v in enumerate(seen) if v != 0.0]
+    start, end = active[0], active[-1] + 1
+    assert seen[start:end] == [0.5, -0.5] * 25  # each command for exactly one tick, in order
+    assert (end - start) * TICK == pytest.approx(1.00, abs=TICK)
+    assert sim.number("Network/MessagesSkipped") == 0
+
+
+# -- (h) keys through a real NT4 client ----------------------------------------------------------------------
+
+
+# -- (i) telemetry -----------------------------------------------------------------------------------------
+
+
+def test_i_telemetry_arrives_at_25_packets_per_second_and_decodes(sim: Sim) -> None:
+    packets: list[bcnp.PacketView] = []
+    with sim.connect(on_telemetry=packets.append) as host:
+        sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
+        t0 = len(packets)
+        sim.run(2.0, host)
+        wait_until(lambda: len(packets) >= t0 + 50, what="50 telemetry packets")
+    got = packets[t0:]
+    assert len(got) == 50  # 2.0 s of simulated time at 25 packets/s
+    samples = [m for p in got for m in p]
+    assert all(p.spec.name == "DrivetrainTelemetry" and p.count == 2 for p in got)
+    stamps = [m.timestampMs for m in samples]
+    assert all(b - a == 20 for a, b in zip(stamps, stamps[1:], strict=False))
+    assert samples[-1].leftVelocity == pytest.approx(1.0, rel=0.1)
+    assert samples[-1].leftPosition > samples[0].leftPosition
+    assert sim.number("Network/TelemetryPackets") >= 50
+
+
+def test_telemetry_reaches_a_peer_that_only_listens(sim: Sim) -> None:
+    packets: list[bcnp.PacketView] = []
+    with sim.connect(udp=True, on_telemetry=packets.append):
+        sim.tick(10)
+        wait_until(lambda: len(packets) >= 5)
+    assert sim.string("Network/Transport") == "udp" and not sim.connected()
