@@ -1,6 +1,6 @@
 """Simulation physics (pyfrc): the kit-of-parts drivetrain driven by the robot's motor outputs.
 
-Each step: motor outputs × battery voltage → ``DifferentialDrivetrainSim`` →
+Each step: motor outputs times battery voltage → ``DifferentialDrivetrainSim`` →
 encoder and gyro sims (what the robot code reads back) and the Field2d pose
 (``/SmartDashboard/Field/Robot`` on NetworkTables, the sim GUI's Field view).
 

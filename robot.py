@@ -42,6 +42,16 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.link.publish()
 
+    # Everything per tick happens in robotPeriodic, in one order for every mode.
+    def disabledPeriodic(self) -> None:
+        pass
+
+    def autonomousPeriodic(self) -> None:
+        pass
+
+    def teleopPeriodic(self) -> None:
+        pass
+
     def _teleop_speeds(self) -> tuple[float, float]:
         """Arcade: left stick forward/back, right stick turn (stick up is negative Y)."""
         forward = wpimath.applyDeadband(-self.controller.getLeftY(), constants.JOYSTICK_DEADBAND)

@@ -127,7 +127,9 @@ class BcnpLink:
             self.command = (_clamp(active.vx, self.max_vx), _clamp(active.omega, self.max_omega))
         return self.command
 
-    def record_telemetry(self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float) -> None:
+    def record_telemetry(
+        self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float
+    ) -> None:
         """One DrivetrainTelemetry for this tick; a packet goes out every 2nd tick."""
         if self.slot.owner is None:
             self.telemetry.clear()  # nobody to send to: keep nothing stale
@@ -160,7 +162,13 @@ class BcnpLink:
         owner = self.slot.owner
         tcp, udp = self.tcp.status(), self.udp.status()
         current = tcp if owner is self.tcp else udp if owner is self.udp else None
-        remote = current.remote_hash if current else tcp.remote_hash if tcp.remote_hash is not None else udp.remote_hash
+        remote = (
+            current.remote_hash
+            if current
+            else tcp.remote_hash
+            if tcp.remote_hash is not None
+            else udp.remote_hash
+        )
         queue = self.queue.metrics
         telemetry = self.telemetry.metrics
         vx, omega = self.command if self.command is not None else (0.0, 0.0)

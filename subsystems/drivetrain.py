@@ -43,7 +43,9 @@ class Drivetrain:
 
         self.kinematics = DifferentialDriveKinematics(constants.TRACK_WIDTH_M)
         self.feedforward = SimpleMotorFeedforwardMeters(
-            constants.FEEDFORWARD_KS_V, constants.FEEDFORWARD_KV_V_PER_MPS, constants.FEEDFORWARD_KA_V_PER_MPS2
+            constants.FEEDFORWARD_KS_V,
+            constants.FEEDFORWARD_KV_V_PER_MPS,
+            constants.FEEDFORWARD_KA_V_PER_MPS2,
         )
         self.left_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)
         self.right_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)

@@ -27,7 +27,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from pyfrc.test_support.pytest_plugin import PyFrcPlugin
     except ImportError:  # robotpy not installed: the protocol tests still run
         return
-    if any(type(p).__name__ in ("PyFrcPlugin", "IsolatedTestsPlugin") for p in config.pluginmanager.get_plugins()):
+    if any(
+        type(p).__name__ in ("PyFrcPlugin", "IsolatedTestsPlugin") for p in config.pluginmanager.get_plugins()
+    ):
         return  # started by `robotpy test`
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

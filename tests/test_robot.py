@@ -7,12 +7,14 @@ and the test waits until the robot's receive thread has taken them in.
 
 from __future__ import annotations
 
+import itertools
 import math
 import socket
 from collections.abc import Iterator
 
+import ntcore
 import pytest
-from support import wait_until
+from support import free_port, wait_until
 from wpilib import SmartDashboard
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
@@ -128,7 +130,7 @@ def test_b_commands_are_clamped_to_the_robot_limits(sim: Sim) -> None:
         assert set(seen) == {1.5}
         assert sim.number("Network/CmdW") == -2.5
         left, right = sim.drivetrain.wheel_velocities()
-        # Closed loop on the clamped command: wheels near 1.5 m/s ∓ 2.5 rad/s × half the track.
+        # Closed loop on the clamped command: wheels near 1.5 m/s -/+ 2.5 rad/s times half the track.
         half_track = 0.6604 / 2
         assert left == pytest.approx(1.5 + 2.5 * half_track, rel=0.1)
         assert right == pytest.approx(1.5 - 2.5 * half_track, rel=0.1)
@@ -232,6 +234,61 @@ def test_g_fifty_twenty_ms_commands_run_in_order_and_end_on_time(sim: Sim) -> No
 
 # -- (h) keys through a real NT4 client ----------------------------------------------------------------------
 
+NETWORK_KEYS = {
+    "Connected": ntcore.NetworkTableType.kBoolean,
+    "QueueSize": ntcore.NetworkTableType.kDouble,
+    "CmdVx": ntcore.NetworkTableType.kDouble,
+    "CmdW": ntcore.NetworkTableType.kDouble,
+    "SchemaHash": ntcore.NetworkTableType.kString,
+    "ParseErrors": ntcore.NetworkTableType.kDouble,
+    "MessagesRx": ntcore.NetworkTableType.kDouble,
+    "QueueOverflows": ntcore.NetworkTableType.kDouble,
+    "MessagesSkipped": ntcore.NetworkTableType.kDouble,
+    "TelemetrySent": ntcore.NetworkTableType.kDouble,
+    "TelemetryPackets": ntcore.NetworkTableType.kDouble,
+    "Transport": ntcore.NetworkTableType.kString,
+    "Peer": ntcore.NetworkTableType.kString,
+    "RemoteSchemaHash": ntcore.NetworkTableType.kString,
+    "HandshakeRejects": ntcore.NetworkTableType.kDouble,
+}
+
+
+def test_h_network_keys_through_a_real_nt4_client(control, robot, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = ntcore.NetworkTableInstance.getDefault()
+    server.stopLocal()
+    server.startServer(str(tmp_path / "networktables.json"), "127.0.0.1", free_port(), port4 := free_port())
+    client = ntcore.NetworkTableInstance.create()
+    try:
+        client.startClient4("bcnp-test")
+        client.setServer("127.0.0.1", port4)
+        table = client.getTable("SmartDashboard").getSubTable("Network")
+        # NT4 clients only learn of topics they subscribe to: all of Network/, at 50 Hz.
+        everything = ntcore.MultiSubscriber(
+            client, ["/SmartDashboard/Network/"], ntcore.PubSubOptions(periodic=0.02)
+        )
+        with control.run_robot():
+            sim = Sim(robot)
+            with sim.connect() as host:
+                sim.deliver(host.send, [cmd(1.0, -0.5, ms=2000)], clear_queue=True)
+                sim.run(0.2, host)
+                wait_until(lambda: table.getNumber("CmdVx", 0.0) == 1.0, what="CmdVx on the NT client")
+                wait_until(lambda: set(table.getKeys()) >= set(NETWORK_KEYS), what="every Network/* key")
+                types = {name: table.getEntry(name).getType() for name in NETWORK_KEYS}
+                assert types == NETWORK_KEYS
+                assert table.getBoolean("Connected", False) is True
+                assert table.getNumber("CmdW", 0.0) == -0.5
+                assert table.getString("SchemaHash", "") == f"0x{SCHEMA.hash:08X}" == "0xE9EFEE08"
+                assert table.getString("RemoteSchemaHash", "") == "0xE9EFEE08"
+                assert table.getString("Transport", "") == "tcp"
+                assert table.getString("Peer", "") == f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
+                assert table.getNumber("MessagesRx", 0.0) == 1.0
+        everything.close()
+    finally:
+        client.stopClient()
+        ntcore.NetworkTableInstance.destroy(client)
+        server.stopServer()
+        server.startLocal()
+
 
 # -- (i) telemetry -----------------------------------------------------------------------------------------
 
@@ -248,7 +305,7 @@ def test_i_telemetry_arrives_at_25_packets_per_second_and_decodes(sim: Sim) -> N
     samples = [m for p in got for m in p]
     assert all(p.spec.name == "DrivetrainTelemetry" and p.count == 2 for p in got)
     stamps = [m.timestampMs for m in samples]
-    assert all(b - a == 20 for a, b in zip(stamps, stamps[1:], strict=False))
+    assert all(b - a == 20 for a, b in itertools.pairwise(stamps))
     assert samples[-1].leftVelocity == pytest.approx(1.0, rel=0.1)
     assert samples[-1].leftPosition > samples[0].leftPosition
     assert sim.number("Network/TelemetryPackets") >= 50
