@@ -11,9 +11,12 @@ host straight away.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import typing
+from pathlib import Path
 
+import ntcore
 import wpilib
 import wpilib.simulation as sim
 from pyfrc.physics.core import PhysicsInterface
@@ -22,6 +25,27 @@ import constants
 
 if typing.TYPE_CHECKING:
     from robot import BcnpRobot
+
+
+# pyfrc loads this file without __file__; constants.py sits beside it.
+PROJECT_DIR = Path(constants.__file__).resolve().parent
+SIM_DIR = PROJECT_DIR / ".sim"  # a dot-folder: `robotpy deploy` never uploads it
+
+
+def _move_nt_persistence_out_of_the_project() -> None:
+    """``robotpy sim`` starts its NetworkTables server with ``networktables.json``
+    in the current directory, which deploy would upload to the robot. Restart the
+    server with its file under ``.sim/`` and remove the empty file it just made."""
+    inst = ntcore.NetworkTableInstance.getDefault()
+    if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
+        return  # pyfrc tests run NetworkTables locally: nothing was written
+    SIM_DIR.mkdir(exist_ok=True)
+    inst.stopServer()
+    inst.startServer(str(SIM_DIR / "networktables.json"))
+    stray = Path.cwd() / "networktables.json"
+    with contextlib.suppress(OSError):
+        if stray.read_text().strip() == "[]":  # only the empty file the sim created
+            stray.unlink()
 
 
 class PhysicsEngine:
@@ -42,6 +66,8 @@ class PhysicsEngine:
             constants.WHEEL_DIAMETER_M,
         )
         self.right_sign = -1.0 if constants.RIGHT_ENCODER_REVERSED else 1.0
+
+        _move_nt_persistence_out_of_the_project()
 
         if os.environ.get(constants.SIM_AUTONOMOUS_ENV) == "1":
             sim.DriverStationSim.setDsAttached(True)

@@ -77,8 +77,14 @@ class BcnpLink:
             send_buffer_limit=constants.BCNP_SEND_BUFFER_BYTES,
         )
         self.slot = ControllerSlot()
-        self.tcp = TcpServer(self.dispatcher, config, clock=clock, slot=self.slot)
-        self.udp = UdpServer(self.dispatcher, config, clock=clock, slot=self.slot)
+        # A new or lost controller drops the queue at once, in the receive thread,
+        # before any byte of the next controller: commands never change hands.
+        self.tcp = TcpServer(
+            self.dispatcher, config, clock=clock, slot=self.slot, on_controller_change=self.queue.clear
+        )
+        self.udp = UdpServer(
+            self.dispatcher, config, clock=clock, slot=self.slot, on_controller_change=self.queue.clear
+        )
         self.telemetry = TelemetryAccumulator(
             DRIVETRAIN_TELEMETRY_SPEC,
             self._send,

@@ -170,6 +170,22 @@ def test_c_a_controller_that_disconnects_stops_the_robot_in_the_next_tick(sim: S
     assert sim.string("Network/Transport") == "none" and sim.string("Network/Peer") == ""
 
 
+def test_a_new_controller_never_inherits_the_previous_ones_commands(sim: Sim) -> None:
+    first = sim.connect()
+    sim.deliver(first.send, [cmd(1.0, ms=5000)] * 5, clear_queue=True)
+    sim.run(0.1, first)
+    first.close()
+    # The next controller pairs before the robot ticks again.
+    with sim.connect(udp=True) as second:
+        assert sim.link.queue.size() == 0 and sim.link.queue.active() is None
+        sim.tick()
+        assert sim.number("Network/CmdVx") == 0.0 and sim.motors() == (0.0, 0.0)
+        sim.deliver(second.send, [cmd(-0.5, ms=200)])  # no CLEAR_QUEUE needed
+        seen = sim.run(0.3, second)
+    assert set(seen) == {-0.5, 0.0} and seen[0] == -0.5
+    assert sim.string("Network/Transport") == "udp"
+
+
 def test_d_zero_message_clear_queue_stops_in_the_next_tick(sim: Sim) -> None:
     with sim.connect() as host:
         sim.deliver(host.send, [cmd(1.0, ms=5000)] * 3, clear_queue=True)

@@ -228,11 +228,16 @@ class ServerBase:
         *,
         clock: Clock = time.monotonic,
         slot: ControllerSlot | None = None,
+        on_controller_change: Callable[[], object] | None = None,
     ) -> None:
         self.sink = sink
         self.config = config if config is not None else TransportConfig()
         self.clock = clock
         self.slot = slot if slot is not None else ControllerSlot()
+        #: Called in the receive thread whenever a controller comes or goes, before
+        #: any byte of a new controller is delivered: the robot drops the previous
+        #: controller's queued commands here, so a new one never inherits them.
+        self.on_controller_change = on_controller_change
         self.local_hash = sink.schema.hash
         self._handshake = HANDSHAKE_MAGIC + self.local_hash.to_bytes(4, "big")
         self._thread: threading.Thread | None = None
@@ -363,6 +368,14 @@ class ServerBase:
         if parser is not None:
             self.discarded_bytes += parser.buffered
         self.sink.reset()
+        callback = self.on_controller_change
+        if callback is not None:
+            try:
+                callback()
+            except Exception as exc:  # a broken callback must not take the link down
+                self.internal_errors += 1
+                self.last_internal_error = exc
+                log.exception("BCNP %s: on_controller_change failed", self.kind)
 
     def status(self) -> TransportStatus:
         peer = self._peer
