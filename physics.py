@@ -33,19 +33,25 @@ SIM_DIR = PROJECT_DIR / ".sim"  # a dot-folder: `robotpy deploy` never uploads i
 
 
 def _move_nt_persistence_out_of_the_project() -> None:
-    """``robotpy sim`` starts its NetworkTables server with ``networktables.json``
-    in the current directory, which deploy would upload to the robot. Restart the
-    server with its file under ``.sim/`` and remove the empty file it just made."""
+    """``robotpy sim`` starts its NetworkTables server with an empty
+    ``networktables.json`` in the current directory, which deploy would upload to
+    the robot. Restart the server with its file under ``.sim/`` and remove the
+    empty file. Anything else (a file with content, a server started elsewhere,
+    pyfrc's local mode) is left alone."""
     inst = ntcore.NetworkTableInstance.getDefault()
+    stray = Path.cwd() / "networktables.json"
     if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
-        return  # pyfrc tests run NetworkTables locally: nothing was written
+        return
+    try:
+        if stray.read_text().strip() != "[]":
+            return
+    except OSError:
+        return
     SIM_DIR.mkdir(exist_ok=True)
     inst.stopServer()
     inst.startServer(str(SIM_DIR / "networktables.json"))
-    stray = Path.cwd() / "networktables.json"
     with contextlib.suppress(OSError):
-        if stray.read_text().strip() == "[]":  # only the empty file the sim created
-            stray.unlink()
+        stray.unlink()
 
 
 class PhysicsEngine:
