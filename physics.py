@@ -71,7 +71,6 @@ class PhysicsEngine:
             constants.GEAR_RATIO,
             constants.WHEEL_DIAMETER_M,
         )
-        self.right_sign = -1.0 if constants.RIGHT_ENCODER_REVERSED else 1.0
 
         _move_nt_persistence_out_of_the_project()
 
@@ -88,8 +87,9 @@ class PhysicsEngine:
 
         self.left_encoder.setDistance(self.drivesim.getLeftPosition())
         self.left_encoder.setRate(self.drivesim.getLeftVelocity())
-        self.right_encoder.setDistance(self.right_sign * self.drivesim.getRightPosition())
-        self.right_encoder.setRate(self.right_sign * self.drivesim.getRightVelocity())
+        # The HAL encoder sim ignores setReverseDirection(): write forward-positive.
+        self.right_encoder.setDistance(self.drivesim.getRightPosition())
+        self.right_encoder.setRate(self.drivesim.getRightVelocity())
         # AnalogGyro counts clockwise; the sim's heading is counter-clockwise.
         self.gyro.setAngle(-self.drivesim.getHeading().degrees())
 

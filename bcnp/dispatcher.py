@@ -84,9 +84,15 @@ class Dispatcher:
         self.last_receive_time = None
 
     def is_connected(self, now: float) -> bool:
-        """A packet arrived no more than ``connection_timeout`` before ``now``."""
+        """A packet arrived no more than ``connection_timeout`` before ``now``.
+
+        Compared in whole microseconds, as :class:`~bcnp.queue.MessageQueue`
+        does, so both agree at the boundary (float seconds would not: 0.74 - 0.54
+        is 0.20000000000000007)."""
         last = self.last_receive_time
-        return last is not None and now - last <= self.connection_timeout
+        return last is not None and round(now * 1e6) - round(last * 1e6) <= round(
+            self.connection_timeout * 1e6
+        )
 
     @property
     def parse_errors(self) -> int:

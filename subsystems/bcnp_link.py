@@ -95,6 +95,7 @@ class BcnpLink:
         self.connected = False
         self.start_errors: list[str] = []
         self.telemetry_errors = 0
+        self._telemetry_session: tuple[object, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -119,12 +120,12 @@ class BcnpLink:
     def update(self, now: float) -> tuple[float, float] | None:
         """Advance the queue to ``now``; the clamped (vx, omega) to run, or None to stop.
 
-        Without a handshaken controller the queue is dropped at once: a robot
-        whose controller closed the connection stops in this tick.
+        A controller that closes, resets or times out has its queue dropped by
+        the receive thread when it goes (``on_controller_change``), so the robot
+        stops in the next tick; clearing here instead could race with the next
+        controller's first packet.
         """
         owner = self.slot.owner
-        if owner is None and (self.queue.size() or self.queue.active() is not None):
-            self.queue.clear()
         active = self.queue.update(now)
         self.connected = owner is not None and self.dispatcher.is_connected(now)
         if active is None:
@@ -137,8 +138,12 @@ class BcnpLink:
         self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float
     ) -> None:
         """One DrivetrainTelemetry for this tick; a packet goes out every 2nd tick."""
-        if self.slot.owner is None:
-            self.telemetry.clear()  # nobody to send to: keep nothing stale
+        owner = self.slot.owner
+        session = None if owner is None else (owner, owner.controllers)  # type: ignore[attr-defined]
+        if session != self._telemetry_session:
+            self.telemetry.clear()  # a new (or no) controller gets none of the last one's samples
+            self._telemetry_session = session
+        if owner is None:
             return
         try:
             sample = DrivetrainTelemetry(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import ntcore
 import pytest
 from support import free_port, wait_until
-from wpilib import SmartDashboard
+from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
 import bcnp
@@ -167,6 +167,7 @@ def test_c_a_controller_that_disconnects_stops_the_robot_in_the_next_tick(sim: S
     wait_until(lambda: sim.link.slot.owner is None)
     sim.tick()
     assert sim.number("Network/CmdVx") == 0.0 and sim.motors() == (0.0, 0.0)
+    assert not sim.connected()  # its last packet is only 20 ms old, but nobody is handshaken
     assert sim.string("Network/Transport") == "none" and sim.string("Network/Peer") == ""
 
 
@@ -196,6 +197,64 @@ def test_d_zero_message_clear_queue_stops_in_the_next_tick(sim: Sim) -> None:
         assert sim.motors() == (0.0, 0.0)
         assert sim.number("Network/CmdVx") == 0.0 and sim.number("Network/QueueSize") == 0
         assert sim.connected()  # a stop is not a link loss
+
+
+def test_acceleration_is_limited_and_every_stop_resets_the_ramp(sim: Sim) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, 1.0, ms=5000)], clear_queue=True)
+        ramp = []
+        for _ in range(3):
+            sim.tick()
+            ramp.append(sim.drivetrain.commanded)
+        # 3 m/s^2 and 6 rad/s^2 at 20 ms per tick.
+        assert ramp == [pytest.approx((0.06 * k, 0.12 * k)) for k in (1, 2, 3)]
+        sim.deliver(host.stop)
+        sim.tick()
+        assert sim.drivetrain.commanded == (0.0, 0.0) and sim.motors() == (0.0, 0.0)
+        sim.deliver(host.send, [cmd(1.0, ms=5000)])
+        sim.tick()
+        assert sim.drivetrain.commanded == pytest.approx((0.06, 0.0))  # ramps up from 0 again
+
+
+def test_disabling_a_moving_robot_stops_it_in_that_tick(sim: Sim) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=5000)], clear_queue=True)
+        sim.run(0.5, host)
+        assert sim.motors() != (0.0, 0.0)
+        sim.tick(enabled=False)
+        assert sim.motors() == (0.0, 0.0) and sim.drivetrain.commanded == (0.0, 0.0)
+        assert sim.number("Network/CmdVx") == 1.0  # the queue still runs and reports
+
+
+def field_pose() -> list[float]:
+    """The pose physics.py publishes for the sim's Field view: x, y, degrees."""
+    return list(
+        ntcore.NetworkTableInstance.getDefault().getTable("SmartDashboard/Field").getNumberArray("Robot", [])
+    )
+
+
+def test_positive_omega_turns_left_and_odometry_follows_the_simulated_robot(sim: Sim) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(0.5, 1.0, ms=1500)], clear_queue=True)
+        sim.run(1.0, host)
+    pose = sim.drivetrain.pose()
+    assert pose.rotation().radians() > 0.5 and pose.Y() > 0.05  # counter-clockwise: left
+    x, y, degrees = field_pose()
+    assert (x, y) == pytest.approx((pose.X(), pose.Y()), abs=0.05)
+    assert degrees == pytest.approx(pose.rotation().degrees(), abs=3)
+
+
+def test_teleop_right_stick_right_turns_clockwise(sim: Sim) -> None:
+    stick = XboxControllerSim(0)
+    stick.setRightX(1.0)
+    sim.run(0.5, autonomous=False, enabled=True)
+    assert sim.drivetrain.pose().rotation().radians() < -0.3
+    assert field_pose()[2] < -15
+
+
+def test_motor_safety_stays_enabled(sim: Sim) -> None:
+    sim.tick(2)
+    assert sim.drivetrain.left_motor.isSafetyEnabled() and sim.drivetrain.right_motor.isSafetyEnabled()
 
 
 # -- (e) (f) nothing moves -----------------------------------------------------------------------------
@@ -333,3 +392,19 @@ def test_telemetry_reaches_a_peer_that_only_listens(sim: Sim) -> None:
         sim.tick(10)
         wait_until(lambda: len(packets) >= 5)
     assert sim.string("Network/Transport") == "udp" and not sim.connected()
+
+
+def test_a_new_controller_gets_no_telemetry_sampled_for_the_previous_one(sim: Sim) -> None:
+    first = sim.connect()
+    sim.tick()
+    if sim.link.telemetry.buffered == 0:
+        sim.tick()
+    assert sim.link.telemetry.buffered == 1  # one sample waits for the next flush
+    first.close()
+    packets: list[bcnp.PacketView] = []
+    with sim.connect(udp=True, on_telemetry=packets.append):
+        switched_ms = round(Timer.getFPGATimestamp() * 1000)
+        sim.tick(2)
+        wait_until(lambda: packets, what="the new controller's first telemetry packet")
+    stamps = [m.timestampMs for m in packets[0]]
+    assert stamps and all(t > switched_ms for t in stamps), (switched_ms, stamps)
