@@ -1,0 +1,159 @@
+"""``python -m bcnp`` info and send, against a real robot-side server on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from support import free_port, wait_until
+
+import bcnp
+from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
+from bcnp.cli import main
+from bcnp.transport import TcpServer, TransportConfig, UdpServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Robot:
+    dispatcher: Dispatcher
+    queue: MessageQueue
+    tcp: TcpServer
+    udp: UdpServer
+    packets: list[bcnp.PacketView] = field(default_factory=list)
+
+
+@pytest.fixture
+def robot(schema: bcnp.Schema) -> Iterator[Robot]:
+    dispatcher = Dispatcher(schema)
+    queue = MessageQueue(MessageQueueConfig(capacity=1000))
+    cfg = TransportConfig(host="127.0.0.1", port=0)
+    r = Robot(dispatcher, queue, TcpServer(dispatcher, cfg), UdpServer(dispatcher, cfg))
+
+    def handle(packet: bcnp.PacketView, now: float) -> None:
+        r.packets.append(packet)
+        queue.handle_packet(packet, now)
+
+    dispatcher.register("DriveCmd", handle)
+    r.tcp.start()
+    r.udp.start()
+    yield r
+    r.tcp.stop()
+    r.udp.stop()
+
+
+def test_help_lists_subcommands_and_each_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "info" in capsys.readouterr().out
+    for command in ("info", "send"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "example" in capsys.readouterr().out
+
+
+def test_info_shows_the_hash_and_message_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "0xE9EFEE08" in out and "DriveCmd" in out and "durationMs" in out
+    assert main(["info", str(ROOT / "tests" / "data" / "test_schema.json")]) == 0
+    assert "TestCmd" in capsys.readouterr().out
+
+
+def test_info_with_a_bad_schema_file_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["info", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(bad) in err and err.count("\n") == 1
+    assert main(["info", str(tmp_path / "missing.json")]) == 1
+    assert "no such schema file" in capsys.readouterr().err
+
+
+def test_send_delivers_one_batch_and_waits_for_it_to_run(
+    robot: Robot, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["send", "--port", str(robot.tcp.port), "--clear", "1.0", "0", "150", "-0.5", "0.25", "100"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "robot schema 0xE9EFEE08" in out and "2 DriveCmd in 1 packet(s) with CLEAR_QUEUE" in out
+    first = robot.packets[0]
+    assert first.clear_queue and [(m.vx, m.omega, m.durationMs) for m in first] == [
+        (1.0, 0.0, 150),
+        (-0.5, 0.25, 100),
+    ]
+    # It stayed connected for the 250 ms the batch takes, sending keepalives.
+    keepalives = [p for p in robot.packets[1:] if p.count == 0 and p.flags == 0]
+    assert len(keepalives) >= 3
+
+
+def test_send_over_udp_and_stop(robot: Robot, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["send", "--udp", "--port", str(robot.udp.port), "--no-wait", "0.3", "0", "1000"]) == 0
+    wait_until(lambda: robot.packets)
+    assert robot.packets[0][0].vx == pytest.approx(0.3)
+    robot.udp.stop()  # unlock the peer so the next invocation (a new source port) can pair
+    robot.udp.start()
+    assert main(["send", "--udp", "--port", str(robot.udp.port), "--stop"]) == 0
+    wait_until(lambda: len(robot.packets) == 2)
+    assert robot.packets[1].count == 0 and robot.packets[1].clear_queue
+    assert "sent: stop" in capsys.readouterr().out
+
+
+def test_unreachable_robot_is_one_line_naming_host_and_port(capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    assert main(["send", "--port", str(port), "1", "0", "100"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: cannot reach the robot at 127.0.0.1:{port} (Connection refused); " + (
+        "is the robot or `robotpy sim` running?\n"
+    )
+
+
+def test_schema_mismatch_names_both_hashes(
+    test_schema: bcnp.Schema, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = TcpServer(Dispatcher(test_schema), TransportConfig(host="127.0.0.1", port=0))
+    server.start()
+    try:
+        assert main(["send", "--port", str(server.port), "1", "0", "100"]) == 1
+    finally:
+        server.stop()
+    err = capsys.readouterr().err
+    assert f"0x{test_schema.hash:08X}" in err and "0xE9EFEE08" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["1", "0"], "expected VX OMEGA MS triples"),
+        (["fast", "0", "100"], "command 1 (fast 0 100)"),
+        (["1", "0", "100", "1", "0", "-5"], "command 2 (1 0 -5)"),
+        ([], "nothing to send"),
+    ],
+)
+def test_bad_commands_are_refused_before_connecting(
+    values: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["send", "--port", "1", *values]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_the_module_entry_point_exits_non_zero_without_a_traceback() -> None:
+    port = free_port(socket.SOCK_STREAM)
+    run = subprocess.run(
+        [sys.executable, "-m", "bcnp", "send", "--port", str(port), "1", "0", "100"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr and f"127.0.0.1:{port}" in run.stderr
