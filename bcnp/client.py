@@ -342,7 +342,7 @@ class Client:
 
     def keepalive(self) -> None:
         """A zero-message packet with flags 0: proves the link alive, changes nothing."""
-        self.send_packets([encode_packet(self.command_spec, ())])
+        self.send_packets([self._keepalive_packet])
         self.keepalives_sent += 1
 
     def _send_keepalive(self) -> bool:

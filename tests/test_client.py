@@ -154,14 +154,7 @@ def test_keepalive_keeps_a_long_command_running(robot: Robot) -> None:
     """One 1 s command; the robot's link timeout is 200 ms. The shared fake clock
     moves in 51 ms steps and each step's keepalive keeps the command active."""
     drive = robot.schema["DriveCmd"]
-    with Client(
-        robot.schema,
-        "127.0.0.1",
-        robot.server.port,
-        udp=robot.udp,
-        clock=robot.clock,
-        keepalive_interval=0.05,
-    ) as client:
+    with robot.client(clock=robot.clock, keepalive_interval=0.05) as client:
         client.send([drive(vx=1.0, omega=0.0, durationMs=1000)], clear_queue=True)
         wait_until(lambda: len(robot.packets) == 1)
         assert robot.queue.update(robot.clock()) is not None
@@ -186,14 +179,7 @@ def test_without_keepalive_the_robot_times_the_command_out(robot: Robot) -> None
 
 
 def test_no_keepalive_while_commands_flow(robot: Robot) -> None:
-    with Client(
-        robot.schema,
-        "127.0.0.1",
-        robot.server.port,
-        udp=robot.udp,
-        clock=robot.clock,
-        keepalive_interval=0.05,
-    ) as client:
+    with robot.client(clock=robot.clock, keepalive_interval=0.05) as client:
         for _ in range(5):
             robot.clock.advance(0.04)
             client.send(commands(robot.schema, 1))

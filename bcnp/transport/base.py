@@ -362,6 +362,14 @@ class ServerBase:
         self.last_reject = f"{format_address(peer)}: {reason}"
         self._log.warning("BCNP %s: rejected %s", self.kind, self.last_reject)
 
+    def _end_controller(self) -> None:
+        """The controller went away: nobody to send to, its partial frame
+        dropped, then the slot freed (not before: another server could take it
+        and push while the parser is being reset)."""
+        self._peer = None
+        self._reset_sink()
+        self.slot.release(self)
+
     def _reset_sink(self) -> None:
         """A controller came or went: drop any partial frame and restart the parser."""
         parser = getattr(self.sink, "parser", None)

@@ -259,11 +259,10 @@ class TcpServer(ServerBase):
         self._sel.unregister(conn.sock)
         with self._send_lock:
             self._controller = None
-            self._peer = None
+            self._peer = None  # before the close: whoever sees the socket end sees no controller
             conn.sock.close()
             conn.out.clear()
-        self._reset_sink()  # before another server may take the slot and push
-        self.slot.release(self)
+        self._end_controller()
         log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.peer), reason)
 
     def _close_all(self) -> None:
@@ -273,9 +272,7 @@ class TcpServer(ServerBase):
         if self._controller is not None:
             self._controller.sock.close()
             self._controller = None
-            self._peer = None
-            self._reset_sink()
-            self.slot.release(self)
+            self._end_controller()
         self._sel.close()
         self._listener.close()
 

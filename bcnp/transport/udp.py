@@ -137,17 +137,12 @@ class UdpServer(ServerBase):
 
     def _unlock(self, reason: str) -> None:
         peer = self._peer
-        with self._send_lock:
-            self._peer = None
-        self._reset_sink()  # before another server may take the slot and push
-        self.slot.release(self)
+        self._end_controller()
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:
         if self._peer is not None:
-            self._peer = None
-            self._reset_sink()
-            self.slot.release(self)
+            self._end_controller()
         self._sel.close()
         self._sock.close()
 
