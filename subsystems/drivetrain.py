@@ -77,16 +77,20 @@ class Drivetrain:
                 limiter.reset(0.0)
         self.left_pid.reset()
         self.right_pid.reset()
-        self.left_motor.stopMotor()
-        self.right_motor.stopMotor()
+        self._hold_stopped()
+
+    def _hold_stopped(self) -> None:
+        # stopMotor() does not feed motor safety: feed first, or an idle robot
+        # reports "Output not updated often enough" every 100 ms.
+        for motor in (self.left_motor, self.right_motor):
+            motor.feed()
+            motor.stopMotor()
 
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
         if self._stopped:
-            # stopMotor() again each tick feeds motor safety and keeps the outputs at 0.
-            self.left_motor.stopMotor()
-            self.right_motor.stopMotor()
+            self._hold_stopped()
         else:
             wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, self._omega))
             self.left_motor.setVoltage(self._wheel_volts(wheels.left, self.left_encoder, self.left_pid))

@@ -252,9 +252,13 @@ def test_teleop_right_stick_right_turns_clockwise(sim: Sim) -> None:
     assert field_pose()[2] < -15
 
 
-def test_motor_safety_stays_enabled(sim: Sim) -> None:
-    sim.tick(2)
-    assert sim.drivetrain.left_motor.isSafetyEnabled() and sim.drivetrain.right_motor.isSafetyEnabled()
+def test_motor_safety_stays_enabled_and_fed_while_stopped(sim: Sim) -> None:
+    motors = (sim.drivetrain.left_motor, sim.drivetrain.right_motor)
+    for enabled in (False, True):  # idle while disabled, then autonomous with no commands
+        sim.tick(25, enabled=enabled)  # 0.5 s: five times the 100 ms motor-safety expiration
+        assert all(m.isSafetyEnabled() for m in motors)
+        assert all(m.isAlive() for m in motors)  # fed every tick, so no "output not updated" errors
+    assert sim.motors() == (0.0, 0.0)
 
 
 # -- (e) (f) nothing moves -----------------------------------------------------------------------------
