@@ -8,6 +8,7 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from .client import Client, LinkError
 from .codegen.info import render_info
+from .paths import PathError, load_path
+from .replay import Progress, Replay, TelemetryRecorder, telemetry_spec
 from .schema import Message, Schema, SchemaError, load_schema
 from .transport.base import DEFAULT_PORT
 
@@ -34,6 +37,33 @@ EPILOG_SEND = """examples:
 The link stays open (with keepalives) until the batch has run: the robot
 stops at once when its controller disconnects. Ctrl-C sends a stop first.
 """
+
+
+EPILOG_REPLAY = """examples:
+  python -m bcnp replay paths/figure8.csv
+  python -m bcnp replay paths/square.csv --telemetry square.csv
+  python -m bcnp replay paths/slalom.json --host 10.12.34.2 --udp
+
+A path file lists (vx m/s, omega rad/s, durationMs) commands, as CSV lines
+"vx,omega,durationMs" or a JSON list of [vx, omega, durationMs]. Commands are
+streamed just in time: about --lead seconds ahead of the robot, never more
+than --max-ahead commands, so the robot's 200-command queue never overflows
+and the link never times out. Ctrl-C sends a stop (CLEAR_QUEUE) first.
+"""
+
+EPILOG_MONITOR = """examples:
+  python -m bcnp monitor                    live view of the simulator's keys
+  python -m bcnp monitor --team 1234        a roboRIO
+  python -m bcnp monitor --once --json      one snapshot as JSON, for scripts
+"""
+
+EPILOG_PLOT = """examples:
+  python -m bcnp replay paths/figure8.csv --telemetry run.csv
+  python -m bcnp plot run.csv                      writes run.png
+  python -m bcnp plot run.csv -o figure8.png
+"""
+
+HOST_EXTRA = 'python -m pip install -e ".[host]"'
 
 
 class UserError(Exception):
@@ -83,6 +113,52 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--stop", action="store_true", help="send a zero-message CLEAR_QUEUE: stop now")
     send.add_argument("--no-wait", action="store_true", help="disconnect right after sending")
     send.add_argument("values", nargs="*", metavar="VX OMEGA MS", help="m/s, rad/s, milliseconds; repeatable")
+
+    replay = sub.add_parser(
+        "replay",
+        help="stream a path file (CSV or JSON) just in time, optionally recording telemetry",
+        epilog=EPILOG_REPLAY,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument("path_file", metavar="PATH_FILE", help="CSV or JSON list of (vx, omega, durationMs)")
+    _link_options(replay)
+    replay.add_argument("--telemetry", metavar="OUT.csv", help="record the robot's telemetry to a CSV file")
+    replay.add_argument(
+        "--lead", type=float, default=1.0, help="seconds of commands kept ahead of the robot (default 1.0)"
+    )
+    replay.add_argument(
+        "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
+    )
+
+    monitor = sub.add_parser(
+        "monitor",
+        help="live view of the robot's Network/* keys (NetworkTables)",
+        epilog=EPILOG_MONITOR,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    monitor.add_argument("--host", default="127.0.0.1", help="NetworkTables server (default 127.0.0.1)")
+    monitor.add_argument("--team", type=int, help="find the roboRIO of this team number instead of --host")
+    monitor.add_argument("--port", type=int, default=5810, help="NT4 port (default 5810)")
+    monitor.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    monitor.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
+    monitor.add_argument(
+        "--timeout", type=float, default=3.0, help="seconds to wait for the server and its keys (default 3)"
+    )
+
+    plot = sub.add_parser(
+        "plot",
+        help="PNG of the commanded against the driven path, and vx/omega against time",
+        epilog=EPILOG_PLOT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plot.add_argument("telemetry", metavar="TELEMETRY.csv", help="written by replay --telemetry")
+    plot.add_argument("-o", "--output", metavar="OUT.png", help="default: the CSV's name with .png")
+    plot.add_argument(
+        "--track-width",
+        type=float,
+        default=None,
+        help="wheel track in metres for the odometry (default 0.6604, the simulated chassis)",
+    )
     return parser
 
 
@@ -144,18 +220,129 @@ def _send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    schema = _schema(args.schema)
+    if args.lead <= 0 or args.max_ahead < 1:
+        raise UserError("--lead must be > 0 seconds and --max-ahead at least 1")
+    try:
+        commands = load_path(args.path_file)
+    except PathError as exc:
+        raise UserError(str(exc)) from None
+    telemetry_out = Path(args.telemetry) if args.telemetry else None
+    if telemetry_out is not None and not telemetry_out.parent.is_dir():
+        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
+    recorder = None
+    client = Client(schema, args.host, args.port, udp=args.udp)
+    if telemetry_out is not None:
+        spec = telemetry_spec(schema, client.command_spec)
+        if spec is None:
+            raise UserError("the schema has no telemetry message type to record")
+    with client as robot:
+        transport = "udp" if args.udp else "tcp"
+        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        try:
+            replay = Replay(robot, commands, lead=args.lead, max_ahead=args.max_ahead)
+        except TypeError as exc:
+            raise UserError(f"cannot build {robot.command_spec.name} commands from the path: {exc}") from None
+        if telemetry_out is not None and spec is not None:
+            recorder = TelemetryRecorder(spec, replay.schedule)
+            replay.recorder = recorder
+            robot.on_telemetry = recorder
+        total = replay.schedule.total
+        print(f"replaying {args.path_file}: {len(commands)} commands, {total:.1f} s")
+        tty = sys.stderr.isatty()
+
+        def show(p: Progress) -> None:
+            if tty:
+                sys.stderr.write("\r" + _progress_bar(p))
+                sys.stderr.flush()
+
+        status = 0
+        try:
+            done = replay.run(show)
+        except KeyboardInterrupt:
+            robot.stop()
+            done = replay.progress()
+            status = 130
+        finally:
+            if tty:
+                sys.stderr.write("\n")
+            if recorder is not None and telemetry_out is not None:
+                rows = recorder.write_csv(telemetry_out)
+                print(f"telemetry: {rows} rows written to {telemetry_out}")
+        if status:
+            print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
+            return status
+        print(f"done: {done.sent} commands in {done.packets} packets over {done.elapsed:.1f} s")
+    return 0
+
+
+def _progress_bar(p: Progress, width: int = 30) -> str:
+    fraction = min(p.elapsed / p.total, 1.0) if p.total > 0 else 1.0
+    filled = round(width * fraction)
+    bar = "#" * filled + "-" * (width - filled)
+    rows = f"  telemetry {p.telemetry_rows}" if p.telemetry_rows else ""
+    clock = f"{min(p.elapsed, p.total):5.1f}/{p.total:.1f} s"
+    return f"[{bar}] {fraction:4.0%} {clock}  sent {p.sent}/{p.commands}{rows}"
+
+
+def _monitor(args: argparse.Namespace) -> int:
+    if args.json and not args.once:
+        raise UserError("--json needs --once")
+    try:
+        from .monitor import Monitor, NoServerError, render_text, run_live
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise UserError(f"monitor needs pyntcore, a host-only extra: {HOST_EXTRA}") from None
+    try:
+        with Monitor(args.host, args.port, args.team) as monitor:
+            monitor.wait_for_keys(args.timeout)
+            if not args.once:
+                try:
+                    run_live(monitor)
+                except KeyboardInterrupt:
+                    return 0
+            if monitor.values.get("Network/Connected") is True:
+                monitor.measure(1.0)
+            snapshot = monitor.snapshot()
+    except NoServerError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(snapshot.as_json(), indent=2) if args.json else render_text(snapshot))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    try:
+        from .plot import DEFAULT_TRACK_WIDTH_M, PlotError, load_run, plot_run
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise UserError(f"plot needs matplotlib, a host-only extra: {HOST_EXTRA}") from None
+    output = Path(args.output) if args.output else Path(args.telemetry).with_suffix(".png")
+    width = DEFAULT_TRACK_WIDTH_M if args.track_width is None else args.track_width
+    try:
+        result = plot_run(load_run(args.telemetry), output, width)
+    except PlotError as exc:
+        raise UserError(str(exc)) from None
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise UserError(f"plot needs matplotlib, a host-only extra: {HOST_EXTRA}") from None
+    print(
+        f"wrote {result.output}: {result.rows} samples, driven {result.driven_length_m:.2f} m, "
+        f"commanded {result.commanded_length_m:.2f} m, end points {result.end_gap_m:.2f} m apart"
+    )
+    return 0
+
+
+COMMANDS = {"send": _send, "replay": _replay, "monitor": _monitor, "plot": _plot}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "info":
             print(render_info(_schema(args.schema)))
             return 0
-        if args.command == "send":
-            return _send(args)
+        return COMMANDS[args.command](args)
     except (UserError, LinkError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 2  # pragma: no cover - argparse requires a command
 
 
 if __name__ == "__main__":

@@ -151,6 +151,11 @@ class Client:
         return self._sock is not None and self._closed_reason is None
 
     @property
+    def closed_reason(self) -> str | None:
+        """Why the link closed (``None`` while it is open or before it was opened)."""
+        return self._closed_reason
+
+    @property
     def parse_errors(self) -> int:
         return self._parser.errors
 
