@@ -177,7 +177,8 @@ class Client:
 
     def _unreachable(self, why: str) -> RobotUnreachableError:
         return RobotUnreachableError(
-            f"cannot reach the robot at {self.address} ({why}); is the robot or `robotpy sim` running?",
+            f"cannot reach the robot at {self.address} ({why}): start the simulator "
+            "(python -m robotpy sim) or check the robot's address and that its program is running",
             self.host,
             self.port,
         )

@@ -51,8 +51,9 @@ def robot(schema: bcnp.Schema) -> Iterator[Robot]:
 def test_help_lists_subcommands_and_each_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "info" in capsys.readouterr().out
-    for command in ("info", "send"):
+    listing = capsys.readouterr().out
+    for command in ("info", "send", "replay", "monitor", "plot"):
+        assert command in listing
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "example" in capsys.readouterr().out
@@ -111,8 +112,9 @@ def test_unreachable_robot_is_one_line_naming_host_and_port(capsys: pytest.Captu
     port = free_port()
     assert main(["send", "--port", str(port), "1", "0", "100"]) == 1
     err = capsys.readouterr().err
-    assert err == f"error: cannot reach the robot at 127.0.0.1:{port} (Connection refused); " + (
-        "is the robot or `robotpy sim` running?\n"
+    assert err == f"error: cannot reach the robot at 127.0.0.1:{port} (Connection refused): " + (
+        "start the simulator (python -m robotpy sim) or check the robot's address "
+        "and that its program is running\n"
     )
 
 

@@ -1,0 +1,156 @@
+"""``Replay`` against a real TCP server, dispatcher and 200-command queue, on one injected clock.
+
+The replay's clock and sleep, the server's clock and the queue's updates all
+run on a :class:`FakeClock` that only the replay's ``sleep`` moves, so a 12.6 s
+path runs in well under a second and every timing rule is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from support import FakeClock, wait_until
+
+import bcnp
+from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
+from bcnp.client import Client, LinkClosedError
+from bcnp.parser import StreamParser
+from bcnp.paths import PathCommand, load_path
+from bcnp.replay import Replay, Schedule, TelemetryRecorder, telemetry_spec
+from bcnp.transport import TcpServer, TransportConfig
+from bcnp.wire import encode_packet
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Robot:
+    clock: FakeClock
+    dispatcher: Dispatcher
+    queue: MessageQueue
+    server: TcpServer
+    executed: list[tuple[float, bcnp.Message]] = field(default_factory=list)
+    most_waiting: int = 0
+    disconnected_ticks: int = 0
+
+    def tick(self) -> None:
+        """One robot loop iteration at the clock's time."""
+        now = self.clock()
+        active = self.queue.update(now)
+        if not self.queue.is_connected(now):
+            self.disconnected_ticks += 1
+        start = self.queue.active_started_at
+        if active is not None and start is not None and (not self.executed or self.executed[-1][0] != start):
+            self.executed.append((start, active))
+        self.most_waiting = max(self.most_waiting, len(self.queue))
+
+
+@pytest.fixture
+def robot(schema: bcnp.Schema) -> Iterator[Robot]:
+    clock = FakeClock()
+    dispatcher = Dispatcher(schema)  # the server passes its (fake) clock's time with every packet
+    queue = MessageQueue(MessageQueueConfig())  # the robot's: 200 commands, 200 ms, 100 ms
+    dispatcher.register("DriveCmd", queue.handle_packet)
+    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=clock)
+    server.start()
+    yield Robot(clock, dispatcher, queue, server)
+    server.stop()
+
+
+def run_replay(robot: Robot, client: Client, commands: list[PathCommand], **kwargs: object) -> Replay:
+    """Replays on the robot's clock; each sleep is one 20 ms robot tick after the sends arrived.
+
+    The client's keepalive thread runs on wall time, so here a keepalive goes out every
+    other tick (40 ms) on the fake clock instead.
+    """
+    ticks = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks % 2 == 0:
+            client.keepalive()
+        wait_until(lambda: robot.dispatcher.packets_received >= client.packets_sent, what="sends to arrive")
+        robot.clock.advance(seconds)
+        robot.tick()
+
+    replay = Replay(client, commands, clock=robot.clock, sleep=sleep, **kwargs)  # type: ignore[arg-type]
+    replay.run()
+    return replay
+
+
+def test_a_path_longer_than_the_queue_runs_whole_in_order_without_overflow_or_skips(
+    robot: Robot, schema: bcnp.Schema
+) -> None:
+    commands = load_path(ROOT / "paths" / "figure8.csv")  # 252 x 50 ms: more than 200
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None) as client:
+        replay = run_replay(robot, client, commands)
+    metrics = robot.queue.metrics
+    assert (metrics.overflows, metrics.skipped) == (0, 0)
+    assert metrics.received == len(commands) == replay.sent
+    assert [(m.vx, m.omega, m.durationMs) for _, m in robot.executed] == [
+        (pytest.approx(c.vx), pytest.approx(c.omega, abs=1e-4), c.duration_ms) for c in commands
+    ]
+    starts = [start for start, _ in robot.executed]
+    assert starts[-1] - starts[0] == pytest.approx(12.55)  # back to back, no drift
+    assert robot.disconnected_ticks == 0  # never a link timeout while it ran
+    assert robot.most_waiting <= 1.0 / 0.05 + 1  # about one second ahead, never the whole path
+    assert replay.packets < len(commands)  # batched, not a packet per command
+
+
+def test_the_cap_holds_back_short_commands(robot: Robot, schema: bcnp.Schema) -> None:
+    commands = [PathCommand(0.2, 0.0, 1)] * 400  # 1 ms each: a second would be 1,000 commands
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None) as client:
+        run_replay(robot, client, commands, max_ahead=150)
+    assert robot.queue.metrics.overflows == 0
+    assert robot.most_waiting <= 150
+
+
+def test_the_first_packet_clears_what_was_queued_before(robot: Robot, schema: bcnp.Schema) -> None:
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None) as client:
+        stale = schema["DriveCmd"](vx=-1.0, omega=0.0, durationMs=5000)
+        client.send([stale] * 10)
+        wait_until(lambda: len(robot.queue) == 10, what="the stale batch")
+        run_replay(robot, client, [PathCommand(0.5, 0.0, 100)] * 3)
+    assert all(m.vx == 0.5 for _, m in robot.executed)
+
+
+def test_a_dropped_link_ends_the_replay_with_a_clear_error(robot: Robot, schema: bcnp.Schema) -> None:
+    commands = [PathCommand(0.5, 0.0, 50)] * 100
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None) as client:
+        calls = 0
+
+        def sleep(seconds: float) -> None:
+            nonlocal calls
+            calls += 1
+            robot.clock.advance(seconds)
+            if calls == 10:
+                robot.server.stop()  # the robot goes away mid-path
+                wait_until(lambda: not client.connected, what="the client to see the close")
+
+        replay = Replay(client, commands, clock=robot.clock, sleep=sleep)
+        with pytest.raises(
+            LinkClosedError, match=r"lost the link to the robot at 127\.0\.0\.1:\d+ after 0\.2 s"
+        ):
+            replay.run()
+
+
+def test_recorder_back_dates_samples_and_pairs_them_with_the_scheduled_command(schema: bcnp.Schema) -> None:
+    commands = [PathCommand(1.0, 0.0, 100), PathCommand(0.0, 2.0, 100)]
+    replay_clock = FakeClock(start=50.0)
+    spec = telemetry_spec(schema, schema["DriveCmd"])
+    assert spec is not None and spec.name == "DrivetrainTelemetry"
+    recorder = TelemetryRecorder(spec, Schedule(commands), clock=replay_clock)
+    recorder.start = 50.0
+    replay_clock.advance(0.11)  # a packet of two samples 20 ms apart arrives at t = 0.11 s
+    samples = [spec(0.1, 0.2, 0.3, 0.4, ms) for ms in (1000, 1020)]
+    packets: list[bcnp.PacketView] = []
+    StreamParser(schema, packets.append).push(encode_packet(spec, samples))
+    recorder(packets[0])
+    assert recorder.rows == [
+        (0.09, 0.1, 0.2, 0.3, 0.4, 1000, 1.0, 0.0),  # sampled 20 ms before it arrived
+        (0.11, 0.1, 0.2, 0.3, 0.4, 1020, 0.0, 2.0),
+    ]
