@@ -3,6 +3,9 @@
 Each step: motor outputs times battery voltage → ``DifferentialDrivetrainSim`` →
 encoder and gyro sims (what the robot code reads back) and the Field2d pose
 (``/SmartDashboard/Field/Robot`` on NetworkTables, the sim GUI's Field view).
+The robot starts in open floor at ``START_POSE``; the Field view also shows
+the last minute of where it drove (``/SmartDashboard/Field/Trail``, drawn as
+a line by the shipped ``simgui.json``).
 
 With ``BCNP_SIM_AUTONOMOUS=1`` the simulated driver station starts in
 autonomous, enabled, so a headless ``robotpy sim --nogui`` can be driven by a
@@ -14,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 import typing
+from collections import deque
 from pathlib import Path
 
 import ntcore
 import wpilib
 import wpilib.simulation as sim
 from pyfrc.physics.core import PhysicsInterface
+from wpimath.geometry import Pose2d, Rotation2d
 
 import constants
 
@@ -30,6 +35,13 @@ if typing.TYPE_CHECKING:
 # pyfrc loads this file without __file__; constants.py sits beside it.
 PROJECT_DIR = Path(constants.__file__).resolve().parent
 SIM_DIR = PROJECT_DIR / ".sim"  # a dot-folder: `robotpy deploy` never uploads it
+
+#: Where the simulated robot starts on the field (metres, facing +x): open floor,
+#: room for a 2 m x 4 m figure-8 around it.
+START_POSE = Pose2d(6.0, 4.0, Rotation2d())
+#: The Field view's trail: one pose every TRAIL_EVERY steps (0.1 s), the last minute.
+TRAIL_EVERY = 5
+TRAIL_LENGTH = 600
 
 
 def _move_nt_persistence_out_of_the_project() -> None:
@@ -71,6 +83,10 @@ class PhysicsEngine:
             constants.GEAR_RATIO,
             constants.WHEEL_DIAMETER_M,
         )
+        self.drivesim.setPose(START_POSE)
+        self.trail: deque[Pose2d] = deque([START_POSE], maxlen=TRAIL_LENGTH)
+        self.trail_object = physics_controller.field.getObject("Trail")
+        self.steps = 0
 
         _move_nt_persistence_out_of_the_project()
 
@@ -96,4 +112,9 @@ class PhysicsEngine:
         # Battery sag under the drive current.
         sim.RoboRioSim.setVInVoltage(sim.BatterySim.calculate([self.drivesim.getCurrentDraw()]))
 
-        self.physics_controller.field.setRobotPose(self.drivesim.getPose())
+        pose = self.drivesim.getPose()
+        self.physics_controller.field.setRobotPose(pose)
+        self.steps += 1
+        if self.steps % TRAIL_EVERY == 0:
+            self.trail.append(pose)
+            self.trail_object.setPoses(list(self.trail))

@@ -19,6 +19,7 @@ from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
 import bcnp
+import physics
 from bcnp.client import Client, SchemaMismatchError
 from bcnp.messages import SCHEMA, DriveCmd
 
@@ -240,8 +241,14 @@ def test_positive_omega_turns_left_and_odometry_follows_the_simulated_robot(sim:
     pose = sim.drivetrain.pose()
     assert pose.rotation().radians() > 0.5 and pose.Y() > 0.05  # counter-clockwise: left
     x, y, degrees = field_pose()
-    assert (x, y) == pytest.approx((pose.X(), pose.Y()), abs=0.05)
+    start = physics.START_POSE
+    assert (x - start.X(), y - start.Y()) == pytest.approx((pose.X(), pose.Y()), abs=0.05)
     assert degrees == pytest.approx(pose.rotation().degrees(), abs=3)
+    trail = (
+        ntcore.NetworkTableInstance.getDefault().getTable("SmartDashboard/Field").getNumberArray("Trail", [])
+    )
+    assert len(trail) >= 3 * 8 and trail[:2] == [start.X(), start.Y()]  # a pose per 0.1 s, from the start
+    assert (trail[-3], trail[-2]) == pytest.approx((x, y), abs=0.15)  # up to 0.1 s behind the robot
 
 
 def test_teleop_right_stick_right_turns_clockwise(sim: Sim) -> None:
