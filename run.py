@@ -1,0 +1,101 @@
+"""One command per task, the same on Windows, macOS and Linux (Python >= 3.11 and pip only).
+
+    python run.py sim [--nogui]          install what the simulator needs, then start it
+    python run.py test [PYTEST ARGS]     install the project and test tools, then run every test
+    python run.py bcnp COMMAND ...       the host tools (python -m bcnp ...), e.g. replay paths/figure8.csv
+    python run.py robotpy COMMAND ...    RobotPy's tools, e.g. robotpy deploy --team 1234
+
+Outside a virtual environment, everything goes into ``.venv/`` in this folder
+(created on first use; ``robotpy deploy`` skips dot-folders). Inside one
+(activated, or run with its python), that environment is used. Installing
+happens only when ``pyproject.toml`` changed or a new extra is needed, so the
+second run starts at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = ".bcnp-installed.json"
+
+TASKS = {
+    # task: (extras to install, command after "python -m")
+    "sim": ("sim,host", ["robotpy", "sim"]),
+    "test": ("test", ["pytest"]),
+    "bcnp": ("host", ["bcnp"]),
+    "robotpy": ("sim", ["robotpy"]),
+}
+
+
+def fail(message: str) -> int:
+    print(f"run.py: {message}", file=sys.stderr)
+    return 1
+
+
+def environment() -> tuple[Path, Path]:
+    """(python to use, its environment's prefix); creates .venv when not in a venv."""
+    if sys.prefix != sys.base_prefix:
+        return Path(sys.executable), Path(sys.prefix)
+    python = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        print(f"creating a virtual environment in {VENV} ...", flush=True)
+        import venv
+
+        try:
+            venv.create(VENV, with_pip=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            linux = sys.platform.startswith("linux")
+            hint = " (on Debian/Ubuntu: sudo apt install python3-venv)" if linux else ""
+            raise SystemExit(fail(f"cannot create {VENV}: {exc}{hint}")) from None
+    return python, VENV
+
+
+def install(python: Path, prefix: Path, extras: str) -> None:
+    """pip install -e .[extras], unless this environment already has them for this pyproject.toml."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    stamp = prefix / STAMP
+    try:
+        done = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        done = {}
+    if done.get("pyproject") != digest:
+        done = {"pyproject": digest, "extras": []}
+    if extras in done["extras"]:
+        return
+    print(f"installing bcnp-robot[{extras}] (the first time downloads RobotPy: a minute or two)", flush=True)
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
+    result = subprocess.call([*pip, "-e", f".[{extras}]"])
+    if result != 0:
+        raise SystemExit(fail(f"pip install failed (exit {result}); the output above says why"))
+    done["extras"].append(extras)
+    stamp.write_text(json.dumps(done))
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 11):  # noqa: UP036 - say so plainly on an old Python
+        return fail(f"needs Python 3.11 or newer, this is {sys.version.split()[0]}")
+    if not argv or argv[0] not in TASKS:
+        print(__doc__.strip().split("\n\n")[1] if __doc__ else "", file=sys.stderr)
+        return 2
+    task, rest = argv[0], argv[1:]
+    extras, command = TASKS[task]
+    os.chdir(ROOT)
+    python, prefix = environment()
+    install(python, prefix, extras)
+    child = subprocess.Popen([str(python), "-m", *command, *rest])
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            continue  # the child got the same Ctrl-C: let it stop the robot and exit on its own
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
