@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,35 @@ class FakeClock:
         with self._lock:
             self._t += seconds
             return self._t
+
+    def reader(self) -> ClockReader:
+        """The same time, through a reader that counts its reads (one per server)."""
+        return ClockReader(self)
+
+
+class ClockReader:
+    """A :class:`FakeClock` as one server sees it, counting how often it was read.
+
+    A receive thread reads its clock once per wake-up to check its timeouts
+    (more when data arrives), so :meth:`settle` can tell when a full check has
+    run with the time as it is now, without guessing a sleep.
+    """
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1  # counted before reading: a read counted later sees the current time
+        return self._clock()
+
+    def settle(self, reads: int = 2, timeout: float = 5.0) -> None:
+        """Wait until the clock was read ``reads`` more times. While its peers are
+        silent a receive thread reads it exactly once per wake-up, at its timeout
+        check (UDP: only while paired), so two reads mean that one complete check
+        saw the present time."""
+        target = self.reads + reads
+        wait_until(lambda: self.reads >= target, timeout, what=f"{reads} more clock reads")
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
@@ -61,6 +91,26 @@ def peer_closed(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def open_and_quiet(sock: socket.socket) -> bool:
+    """True when the other end has neither closed ``sock`` nor sent anything unread."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+    return False  # end of stream, or bytes nobody expected
+
+
+def close_with_reset(sock: socket.socket) -> None:
+    """Close a TCP socket abortively: SO_LINGER 0 sends RST instead of FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def open_fds() -> int:
