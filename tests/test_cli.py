@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -159,3 +160,36 @@ def test_the_module_entry_point_exits_non_zero_without_a_traceback() -> None:
     )
     assert run.returncode == 1
     assert "Traceback" not in run.stderr and f"127.0.0.1:{port}" in run.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "send"])
+def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
+    args = [str(ROOT / "paths" / "square.csv")] if command == "replay" else ["0.5", "0", "10000"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bcnp", command, "--port", str(robot.tcp.port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        wait_until(lambda: any(p.count for p in robot.packets), timeout=30, what="the first commands")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in out and "sent stop" in out
+    last = robot.packets[-1]
+    assert last.count == 0 and last.clear_queue  # the stop: a zero-message CLEAR_QUEUE
+
+
+def test_replay_progress_bar() -> None:
+    from bcnp.cli import _progress_bar
+    from bcnp.replay import Progress
+
+    halfway = Progress(elapsed=6.3, total=12.6, sent=130, commands=252, packets=120, telemetry_rows=300)
+    bar = _progress_bar(halfway)
+    assert bar.startswith("[" + "#" * 15 + "-" * 15 + "]") and " 50% " in bar
+    assert "6.3/12.6 s" in bar and "sent 130/252" in bar and "telemetry 300" in bar
+    assert "100%" in _progress_bar(Progress(20.0, 12.6, 252, 252, 232, 0))  # capped after the end
