@@ -70,6 +70,17 @@ BCNP_SEND_BUFFER_BYTES = 1 << 20
 TELEMETRY_FLUSH_TICKS = 2  # one packet every 2nd tick: 25 packets/s at 50 Hz
 TELEMETRY_MAX_BUFFERED = 32
 
+# -- loop timing (Network/Loop*, Network/Overruns, Network/CmdLatencyP99Ms) ---------------------
+
+#: The TimedRobot period (WPILib's default, 50 Hz).
+LOOP_PERIOD_S = 0.02
+#: A tick that starts more than period + margin after the previous one is an overrun.
+LOOP_OVERRUN_MARGIN_S = 0.005
+#: Rolling windows: robotPeriodic durations and periods over the last 500 ticks (10 s);
+#: command latency over the last 500 packets whose first command was reached.
+LOOP_TIMING_WINDOW_TICKS = 500
+CMD_LATENCY_WINDOW_PACKETS = 500
+
 #: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
 SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
 

@@ -14,6 +14,7 @@ import wpimath
 import constants
 from subsystems.bcnp_link import BcnpLink
 from subsystems.drivetrain import Drivetrain
+from subsystems.loop_timing import LoopTiming
 
 
 class BcnpRobot(wpilib.TimedRobot):
@@ -22,11 +23,13 @@ class BcnpRobot(wpilib.TimedRobot):
         self.controller = wpilib.XboxController(constants.DRIVER_CONTROLLER_PORT)
         self.link = BcnpLink()
         self.link.start()
+        self.loop_timing = LoopTiming(self.getPeriod())
 
     def robotPeriodic(self) -> None:
         # One place, in a fixed order, every tick and in every mode: the queue
         # advances, the mode picks what the wheels do, the drivetrain actuates,
-        # then telemetry and keys report this tick.
+        # then telemetry and keys report this tick. The loop timing brackets it all.
+        self.loop_timing.begin()
         now = wpilib.Timer.getFPGATimestamp()
         command = self.link.update(now)
         if self.isAutonomousEnabled():
@@ -41,6 +44,8 @@ class BcnpRobot(wpilib.TimedRobot):
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.link.publish()
+        self.loop_timing.publish()
+        self.loop_timing.end()
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:

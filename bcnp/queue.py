@@ -19,6 +19,11 @@ so it is not a backlog and is not skipped as stale; one that arrived within
 the lag continues from the cursor, keeping the sender's plan time-locked.
 (The arrival time is the last receive time when the command was queued.)
 
+For latency measurements, ``on_packet_reached(arrival, now)`` is called from
+``update(now)`` each time the first message of a queued packet (or push) is
+taken off the queue: it starts then, or, already over, completes or is skipped
+within that update. It adds nothing to the receive path.
+
 Time is kept in integer microseconds internally, so boundaries are exact.
 Packets are queued as :class:`~bcnp.wire.PacketView` runs: no Python object
 is made per message until a message becomes active or is inspected.
@@ -83,10 +88,22 @@ class MessageQueue:
     The receive thread pushes (``push``, ``push_batch``, ``handle_packet``);
     the robot thread calls ``update(now)`` once per tick and executes
     ``active()``. Every method holds one lock briefly and never blocks on I/O.
+
+    ``on_packet_reached(arrival, now)`` (seconds) is called by ``update(now)``
+    when it takes the first message of a packet off the queue, with the
+    arrival time recorded for that packet (see the module docs). It runs
+    under the queue's lock: it must be quick, must not raise and must not call
+    back into the queue.
     """
 
-    def __init__(self, config: MessageQueueConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: MessageQueueConfig | None = None,
+        *,
+        on_packet_reached: Callable[[float, float], object] | None = None,
+    ) -> None:
         self.config = config if config is not None else MessageQueueConfig()
+        self._on_packet_reached = on_packet_reached
         self._capacity = self.config.capacity
         self._timeout_us = _us(self.config.connection_timeout)
         self._lag_us = _us(self.config.max_command_lag)
@@ -260,6 +277,8 @@ class MessageQueue:
             self._size -= 1
             cursor = self._cursor
             arrival = run[_ARRIVAL]
+            if index == 0 and arrival is not None and self._on_packet_reached is not None:
+                self._on_packet_reached(arrival / _US, t / _US)
             if cursor is None or (arrival is not None and arrival - cursor > self._lag_us):
                 start = t  # nothing to follow, or it came after a gap: a fresh start
             else:

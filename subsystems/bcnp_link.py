@@ -5,6 +5,15 @@ the handshake owns the link until it drops). The receive threads stamp
 packets with FPGA time, the same clock ``update()`` gets each tick, so pyfrc
 tests control every timing rule. Nothing here touches a motor: ``update()``
 returns the command to execute (clamped) or ``None`` for "stop".
+
+Command latency (``Network/CmdLatencyP99Ms``): for each packet, the robot
+time from its arrival (when the receive thread read it and queued it) to the
+tick that took its first command off the queue, where that command started
+(or, already over, completed or was skipped). 99th percentile, nearest rank,
+over the last 500 such packets, in ms; 0 before the first. Packets that never
+get there (refused by a full queue, dropped by a CLEAR_QUEUE or a link loss)
+are not counted. Backlog counts: a packet queued behind 4 s of commands has a
+latency of 4 s.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import constants
 from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
 from bcnp.messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
+from subsystems.loop_timing import RollingWindow
 
 log = logging.getLogger("bcnp.link")
 
@@ -52,6 +62,7 @@ class LinkStatus:
     peer: str
     remote_schema_hash: str
     handshake_rejects: int
+    cmd_latency_p99_ms: float
 
 
 class BcnpLink:
@@ -66,7 +77,8 @@ class BcnpLink:
         self.clock = clock
         self.max_vx = max_vx
         self.max_omega = max_omega
-        self.queue = MessageQueue(constants.BCNP_QUEUE)
+        self.cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
+        self.queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=self._packet_reached)
         self.dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
         self.dispatcher.register(DRIVE_CMD_SPEC, self.queue.handle_packet)
         config = TransportConfig(
@@ -134,6 +146,13 @@ class BcnpLink:
             self.command = (_clamp(active.vx, self.max_vx), _clamp(active.omega, self.max_omega))
         return self.command
 
+    def _packet_reached(self, arrival: float, now: float) -> None:
+        """Queue callback (robot thread, inside ``update``): one packet's command latency.
+
+        A packet that arrived while this tick was already running, after it
+        read ``now``, counts as 0."""
+        self.cmd_latency_ms.add(max(0.0, (now - arrival) * 1000.0))
+
     def record_telemetry(
         self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float
     ) -> None:
@@ -199,6 +218,7 @@ class BcnpLink:
             peer=current.peer if current else "",
             remote_schema_hash=_hex(remote),
             handshake_rejects=tcp.handshake_rejects + udp.handshake_rejects,
+            cmd_latency_p99_ms=self.cmd_latency_ms.percentile(99),
         )
 
     def publish(self) -> LinkStatus:
@@ -221,4 +241,5 @@ class BcnpLink:
         put_string("Network/Peer", s.peer)
         put_string("Network/RemoteSchemaHash", s.remote_schema_hash)
         put_number("Network/HandshakeRejects", s.handshake_rejects)
+        put_number("Network/CmdLatencyP99Ms", s.cmd_latency_p99_ms)
         return s

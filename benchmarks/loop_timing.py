@@ -1,0 +1,489 @@
+"""The robot loop under load: ``robotpy sim`` driven over TCP, its keys read through NetworkTables.
+
+    flock /tmp/bcnp-sim.lock python -m benchmarks.loop_timing [--flood-seconds 60] [--big-seconds 60]
+        [--soak-seconds 600] [--settle-seconds 10] [--rss-every 5]
+
+Starts ``python -m robotpy sim --nogui`` with ``BCNP_SIM_AUTONOMOUS=1`` (BCNP on
+a free port, ``--bcnp-port`` to choose) and an NT4 client on 127.0.0.1:5810,
+connects one TCP controller, then runs:
+
+0. idle     the link up, keepalives only (``--settle-seconds``);
+1. flood    one packet per 20 ms DriveCmd, as fast as TCP takes them;
+2. big      65,535-DriveCmd packets (655,361 bytes each), as fast as TCP takes them;
+3. soak     a re-planning host: every 20 ms a CLEAR_QUEUE packet holding the next
+            10 x 20 ms of commands (``--soak-seconds``, 0 skips it).
+
+Between phases the host sends a stop and idles for ``--settle-seconds`` (the
+10 s the loop windows span), so a phase starts with idle ticks in the windows,
+not the previous phase's. Per phase it prints what the host sent, what the
+robot received, the increase of ``Network/Overruns``, the worst
+``Network/LoopP99Ms``, ``LoopMaxMs`` and ``LoopPeriodMaxMs`` published during
+the phase or at its end (each over a 500-tick, 10 s rolling window, so the
+first readings of a phase still hold settle ticks), ``Network/CmdLatencyP99Ms``
+at the end of the phase (the last 500 packets the queue reached), and the
+sim's resident memory (``VmRSS``) at start and end; the soak also prints RSS
+samples and their trend. With 200 queued commands of 20 ms, the flood and big
+phases keep the queue full, so their command latency is mostly the 4 s
+backlog, by definition.
+
+The sim's NetworkTables port (5810) is fixed: run this under ``flock`` as shown,
+so two sims never overlap. It refuses to start when something already listens
+on 5810, and never leaves the sim running. Exit status 1 when the sim died or
+could not be started or driven.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import ntcore
+
+from bcnp import CLEAR_QUEUE, encode_packet
+from bcnp.client import Client, LinkError
+from bcnp.messages import SCHEMA, DriveCmd
+
+ROOT = Path(__file__).resolve().parent.parent
+NT_PORT = 5810
+NETWORK = "/SmartDashboard/Network/"
+#: Rolling loop figures: the worst value published during a phase is reported.
+WORST_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs")
+OTHER_KEYS = ("CmdLatencyP99Ms", "Overruns", "MessagesRx", "QueueOverflows", "MessagesSkipped")
+FLOOD_BLOCK = 1000  # small packets per write
+SOAK_PERIOD = 0.02
+SOAK_HORIZON = 10  # commands per soak packet
+MAX_MESSAGES = 65535
+
+
+class SimDied(RuntimeError):
+    pass
+
+
+# -- the simulator process ---------------------------------------------------------------------------------
+
+
+def _child_setup() -> None:
+    """In the sim process before exec: SIGINT stops it even if our parent ignores
+    SIGINT, and it is sent SIGTERM if this script dies (Linux)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Sim:
+    def __init__(self, bcnp_port: int, log: IO[bytes]) -> None:
+        env = dict(os.environ, BCNP_SIM_AUTONOMOUS="1", BCNP_PORT=str(bcnp_port))
+        self.log = log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "robotpy", "sim", "--nogui"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def check(self) -> None:
+        code = self.proc.poll()
+        if code is not None:
+            raise SimDied(f"the sim exited with status {code}")
+
+    def rss_mib(self) -> float:
+        """Resident memory of the sim process (``VmRSS``), MiB."""
+        try:
+            text = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            self.check()
+            raise
+        for line in text.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS in /proc/<pid>/status")
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            proc.send_signal(sig)
+            try:
+                proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def tail(self, lines: int = 30) -> str:
+        self.log.flush()
+        try:
+            text = Path(self.log.name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+# -- the robot's keys, through a real NT4 client -----------------------------------------------------------
+
+
+class Keys:
+    def __init__(self) -> None:
+        self.inst = ntcore.NetworkTableInstance.create()
+        self.inst.startClient4("bcnp-loop-timing")
+        self.inst.setServer("127.0.0.1", NT_PORT)
+        options = ntcore.PubSubOptions(periodic=0.02, sendAll=True, pollStorage=4096)
+        self.subs = {
+            key: self.inst.getDoubleTopic(NETWORK + key).subscribe(math.nan, options)
+            for key in WORST_KEYS + OTHER_KEYS
+        }
+        self.hash = self.inst.getStringTopic(NETWORK + "SchemaHash").subscribe("")
+
+    def close(self) -> None:
+        for sub in self.subs.values():
+            sub.close()
+        self.hash.close()
+        self.inst.stopClient()
+        ntcore.NetworkTableInstance.destroy(self.inst)
+
+    def get(self, key: str) -> float:
+        return float(self.subs[key].get())
+
+    def snapshot(self) -> dict[str, float]:
+        return {key: self.get(key) for key in self.subs}
+
+    def drain(self) -> dict[str, list[float]]:
+        """Every value published since the last drain, per key."""
+        return {key: [v.value for v in sub.readQueue()] for key, sub in self.subs.items()}
+
+
+# -- phases ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    packets: int = 0
+    messages: int = 0
+    error: BaseException | None = None
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float = 0.0
+    sent: Sent = field(default_factory=Sent)
+    start: dict[str, float] = field(default_factory=dict)
+    end: dict[str, float] = field(default_factory=dict)
+    worst: dict[str, float] = field(default_factory=dict)
+    rss: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the phase, MiB)
+
+    def note(self, values: dict[str, list[float]] | dict[str, float]) -> None:
+        for key in WORST_KEYS:
+            value = values[key]
+            finite = [v for v in (value if isinstance(value, list) else [value]) if math.isfinite(v)]
+            if finite:
+                self.worst[key] = max(self.worst.get(key, -math.inf), *finite)
+
+    def delta(self, key: str) -> float:
+        return self.end[key] - self.start[key]
+
+
+Sender = Callable[[Client, threading.Event, Sent], None]
+
+
+def flood_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
+    block = b"".join(
+        encode_packet(DriveCmd.spec, [DriveCmd(vx=0.5, omega=0.2 * ((i % 5) - 2), durationMs=20)])
+        for i in range(FLOOD_BLOCK)
+    )
+    while not stop.is_set():
+        client.send_packets([block])
+        sent.packets += FLOOD_BLOCK
+        sent.messages += FLOOD_BLOCK
+
+
+def big_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
+    packets = [
+        encode_packet(
+            DriveCmd.spec,
+            [DriveCmd(vx=0.4 + 0.1 * k, omega=0.3, durationMs=20) for _ in range(MAX_MESSAGES)],
+        )
+        for k in range(2)
+    ]
+    k = 0
+    while not stop.is_set():
+        client.send_packets([packets[k]])
+        k ^= 1
+        sent.packets += 1
+        sent.messages += MAX_MESSAGES
+
+
+def soak_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
+    t0 = next_send = time.monotonic()
+    while not stop.is_set():
+        t = next_send - t0
+        plan = [
+            DriveCmd(vx=1.0, omega=0.8 * math.sin(2 * math.pi * (t + i * 0.02) / 20), durationMs=20)
+            for i in range(SOAK_HORIZON)
+        ]
+        client.send_packets([encode_packet(DriveCmd.spec, plan, CLEAR_QUEUE)])
+        sent.packets += 1
+        sent.messages += SOAK_HORIZON
+        next_send += SOAK_PERIOD
+        late = time.monotonic() - next_send
+        if late > SOAK_PERIOD:  # fell behind: skip the missed slots, never burst
+            next_send += SOAK_PERIOD * math.ceil(late / SOAK_PERIOD)
+        stop.wait(max(0.0, next_send - time.monotonic()))
+
+
+def _send_loop(sender: Sender, client: Client, stop: threading.Event, sent: Sent) -> None:
+    try:
+        sender(client, stop, sent)
+    except (LinkError, OSError) as exc:
+        sent.error = exc
+
+
+class Bench:
+    def __init__(self, sim: Sim, keys: Keys, client: Client, rss_every: float) -> None:
+        self.sim = sim
+        self.keys = keys
+        self.client = client
+        self.rss_every = rss_every
+
+    def _watch(self, phase: Phase, until: float, t0: float, done: Callable[[], bool] | None = None) -> None:
+        next_rss = time.monotonic()
+        while time.monotonic() < until and not (done is not None and done()):
+            self.sim.check()
+            phase.note(self.keys.drain())
+            now = time.monotonic()
+            if now >= next_rss:
+                phase.rss.append((now - t0, self.sim.rss_mib()))
+                next_rss += self.rss_every
+            time.sleep(0.1)
+
+    def _settle_rx(self, phase: Phase) -> None:
+        """Wait (at most 15 s) until the robot has taken in everything sent: MessagesRx steady for 0.5 s."""
+        deadline = time.monotonic() + 15
+        last, steady_since = self.keys.get("MessagesRx"), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - steady_since < 0.5:
+            self.sim.check()
+            phase.note(self.keys.drain())
+            time.sleep(0.1)
+            value = self.keys.get("MessagesRx")
+            if value != last:
+                last, steady_since = value, time.monotonic()
+
+    def run(self, name: str, seconds: float, sender: Sender | None) -> Phase:
+        phase = Phase(name)
+        time.sleep(0.1)
+        self.keys.drain()  # values from before the phase
+        phase.start = self.keys.snapshot()
+        t0 = time.monotonic()
+        phase.rss.append((0.0, self.sim.rss_mib()))
+        stop = threading.Event()
+        thread = None
+        if sender is not None:
+            thread = threading.Thread(
+                target=_send_loop, args=(sender, self.client, stop, phase.sent), name=name, daemon=True
+            )
+            thread.start()
+        self._watch(phase, t0 + seconds, t0, done=(lambda: not thread.is_alive()) if thread else None)
+        stop.set()
+        if thread is not None:
+            thread.join(30)
+            if thread.is_alive():
+                self.sim.check()
+                raise RuntimeError(f"{name}: the sender is stuck (the robot stopped reading)")
+        phase.seconds = time.monotonic() - t0
+        if phase.sent.error is not None:
+            self.sim.check()
+            raise RuntimeError(f"{name}: sending failed: {phase.sent.error}")
+        self._settle_rx(phase)
+        phase.note(self.keys.drain())
+        phase.end = self.keys.snapshot()
+        phase.note(phase.end)  # NT sends changes only: a window maximum may have held all phase
+        phase.rss.append((time.monotonic() - t0, self.sim.rss_mib()))
+        return phase
+
+    def settle(self, seconds: float) -> None:
+        """A stop, then idle (keepalives only)."""
+        self.client.stop()
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            self.sim.check()
+            self.keys.drain()
+            time.sleep(0.1)
+
+
+# -- report ------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:,.{digits}f}"
+
+
+def report(phase: Phase, soak: bool = False) -> None:
+    secs = max(phase.seconds, 1e-9)
+    sent = phase.sent
+    rss0, rss1 = phase.rss[0][1], phase.rss[-1][1]
+    print(f"[{phase.name}] {phase.seconds:.1f} s")
+    print(
+        f"  host sent        {sent.packets:,} packets, {sent.messages:,} messages "
+        f"({sent.packets / secs:,.0f} packets/s, {sent.messages / secs:,.0f} messages/s)"
+    )
+    print(
+        f"  robot received   {phase.delta('MessagesRx'):,.0f} messages; queue overflows "
+        f"+{phase.delta('QueueOverflows'):,.0f}, skipped +{phase.delta('MessagesSkipped'):,.0f}"
+    )
+    print(f"  overruns         +{phase.delta('Overruns'):,.0f} (total {phase.end['Overruns']:,.0f})")
+    print(
+        f"  robotPeriodic    p99 {_fmt(phase.worst.get('LoopP99Ms'), 3)} ms, "
+        f"max {_fmt(phase.worst.get('LoopMaxMs'), 3)} ms (worst 10 s window); "
+        f"p99 at end {_fmt(phase.end['LoopP99Ms'], 3)} ms"
+    )
+    print(f"  loop period      max {_fmt(phase.worst.get('LoopPeriodMaxMs'), 3)} ms")
+    short = " - a short phase: may include the previous one's" if phase.seconds < 10 else ""
+    latency = _fmt(phase.end["CmdLatencyP99Ms"], 1)
+    print(f"  command latency  p99 {latency} ms at the end (last 500 packets reached){short}")
+    print(f"  sim RSS          {rss0:.1f} -> {rss1:.1f} MiB ({rss1 - rss0:+.1f} MiB)")
+    if soak and len(phase.rss) >= 3:
+        xs = [t for t, _ in phase.rss]
+        ys = [m for _, m in phase.rss]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+        print(
+            f"  RSS samples      {len(ys)}, min {min(ys):.1f}, max {max(ys):.1f} MiB, "
+            f"trend {slope * 60:+.3f} MiB/min (least squares)"
+        )
+        marks, minute = [], 0.0
+        for t, mib in phase.rss:
+            if t >= minute:  # the first sample of each minute
+                marks.append(f"{t:.0f}s {mib:.1f}")
+                minute = (t // 60 + 1) * 60
+        print(f"  RSS by minute    {', '.join(marks)}, end {ys[-1]:.1f}")
+    sys.stdout.flush()
+
+
+def _load() -> str:
+    with contextlib.suppress(OSError):
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return "n/a"
+
+
+# -- main --------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--flood-seconds", type=float, default=60.0)
+    parser.add_argument("--big-seconds", type=float, default=60.0)
+    parser.add_argument("--soak-seconds", type=float, default=600.0, help="0 skips the soak")
+    parser.add_argument("--settle-seconds", type=float, default=10.0, help="idle before each phase")
+    parser.add_argument("--rss-every", type=float, default=5.0, help="seconds between RSS samples")
+    parser.add_argument("--bcnp-port", type=int, default=0, help="the sim's BCNP port (0: a free one)")
+    args = parser.parse_args(argv)
+
+    if _listening(NT_PORT):
+        print(f"error: something already listens on {NT_PORT} (another sim?); not starting", file=sys.stderr)
+        return 1
+    port = args.bcnp_port or _free_port()
+    print(
+        f"bcnp loop timing: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"load average {_load()} (a shared machine: other work may run concurrently)"
+    )
+    print(
+        f"phases: idle {args.settle_seconds:g} s, flood {args.flood_seconds:g} s, "
+        f"big {args.big_seconds:g} s, soak {args.soak_seconds:g} s; settle {args.settle_seconds:g} s "
+        f"between; BCNP TCP port {port}"
+    )
+    sys.stdout.flush()
+
+    with tempfile.NamedTemporaryFile(prefix="bcnp-sim-", suffix=".log", delete=False) as log:
+        sim = Sim(port, log)
+        keys: Keys | None = None
+        client: Client | None = None
+        status = 0
+        try:
+            keys = Keys()
+            deadline = time.monotonic() + 60
+            while keys.hash.get() == "":
+                sim.check()
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the sim published no Network/SchemaHash within 60 s")
+                time.sleep(0.1)
+            print(f"sim pid {sim.pid} up; schema {keys.hash.get()}")
+            while True:
+                sim.check()
+                try:
+                    client = Client(SCHEMA, "127.0.0.1", port, timeout=5.0).connect()
+                    break
+                except LinkError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            bench = Bench(sim, keys, client, args.rss_every)
+            report(bench.run("idle", args.settle_seconds, None))
+            plan: list[tuple[str, float, Sender]] = [
+                ("flood: 1 x 20 ms DriveCmd per packet, full rate", args.flood_seconds, flood_sender),
+                ("big: 65,535 DriveCmds per packet, full rate", args.big_seconds, big_sender),
+            ]
+            if args.soak_seconds > 0:
+                plan.append(("soak: 50 packets/s of 10 x 20 ms, CLEAR_QUEUE", args.soak_seconds, soak_sender))
+            for name, seconds, sender in plan:
+                bench.settle(args.settle_seconds)
+                report(bench.run(name, seconds, sender), soak=sender is soak_sender)
+            sim.check()
+            print(f"sim alive at the end; load average {_load()}")
+        except SimDied as exc:
+            print(f"error: {exc}; its log ends:\n{sim.tail()}", file=sys.stderr)
+            status = 1
+        except (RuntimeError, LinkError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 1
+        finally:
+            if client is not None:
+                with contextlib.suppress(LinkError, OSError):
+                    client.stop()
+                client.close()
+            if keys is not None:
+                keys.close()
+            sim.stop()
+            with contextlib.suppress(OSError):
+                os.unlink(log.name)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
