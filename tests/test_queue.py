@@ -863,3 +863,30 @@ def test_property_every_message_is_accounted_for_and_starts_never_go_back(
     assert executed + skipped + completed_in_tick == pushed
     assert q.metrics.skipped == skipped
     assert q.metrics.received == pushed
+
+
+def test_a_full_queue_keeps_only_the_accepted_bytes_of_big_packets() -> None:
+    """A full queue taking one command from each of 200 packets of 65,535 DriveCmds
+    must hold those commands, not 200 x 655 KB of packets."""
+    schema = bcnp.load_schema(Path(__file__).resolve().parent.parent / "schema" / "messages.json")
+    drive = schema["DriveCmd"]
+    big = bcnp.encode_packet(drive, [drive(vx=0.5, omega=0.0, durationMs=20)] * 65_535)
+    queue = MessageQueue(MessageQueueConfig(capacity=200))
+    small = bcnp.encode_packet(drive, [drive(vx=0.1, omega=0.0, durationMs=20)] * 200)
+    queue.handle_packet(bcnp.decode_packet(schema, small), 1.0)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200):
+            now = 1.0 + 0.02 * i
+            queue.update(now)  # a tick: one command taken off, one slot free
+            fresh = big[:100] + big[100:]  # a new 655 KB buffer, as each read from a socket is
+            queue.handle_packet(bcnp.decode_packet(schema, fresh), now)
+            del fresh
+            assert len(queue) == 200
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert queue.metrics.overflows == 200 * 65_534
+    assert held < 1_000_000, f"{held:,} bytes held for 200 queued commands"
+    assert [m.vx for m in queue.drain()] == [0.5] * 200  # what was kept decodes intact
