@@ -72,6 +72,9 @@ TELEMETRY_MAX_BUFFERED = 32
 
 # -- loop timing (Network/Loop*, Network/Overruns, Network/CmdLatencyP99Ms) ---------------------
 
+#: Longest wait of a thread for the interpreter lock while another holds it
+#: (sys.setswitchinterval; CPython's default is 5 ms).
+GIL_SWITCH_INTERVAL_S = 0.0005
 #: The TimedRobot period (WPILib's default, 50 Hz).
 LOOP_PERIOD_S = 0.02
 #: A tick that starts more than period + margin after the previous one is an overrun.

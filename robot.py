@@ -8,6 +8,8 @@ disabled stops. The link, the drivetrain and every constant live elsewhere
 
 from __future__ import annotations
 
+import sys
+
 import wpilib
 import wpimath
 
@@ -19,6 +21,9 @@ from subsystems.loop_timing import LoopTiming
 
 class BcnpRobot(wpilib.TimedRobot):
     def robotInit(self) -> None:
+        # A thread waiting for the interpreter lock gets it after at most this
+        # long (CPython's default is 5 ms): the tick starts on time under a flood.
+        sys.setswitchinterval(constants.GIL_SWITCH_INTERVAL_S)
         self.drivetrain = Drivetrain()
         self.controller = wpilib.XboxController(constants.DRIVER_CONTROLLER_PORT)
         self.link = BcnpLink()
@@ -26,10 +31,21 @@ class BcnpRobot(wpilib.TimedRobot):
         self.loop_timing = LoopTiming(self.getPeriod())
 
     def robotPeriodic(self) -> None:
+        # While the tick runs, the receive threads wait between packets
+        # (LoopPriority); the loop timing brackets it all.
+        self.link.priority.busy()
+        self.loop_timing.begin()
+        try:
+            self._tick()
+            self.loop_timing.publish()
+        finally:
+            self.loop_timing.end()
+            self.link.priority.idle()
+
+    def _tick(self) -> None:
         # One place, in a fixed order, every tick and in every mode: the queue
         # advances, the mode picks what the wheels do, the drivetrain actuates,
-        # then telemetry and keys report this tick. The loop timing brackets it all.
-        self.loop_timing.begin()
+        # then telemetry and keys report this tick.
         now = wpilib.Timer.getFPGATimestamp()
         command = self.link.update(now)
         if self.isAutonomousEnabled():
@@ -44,8 +60,6 @@ class BcnpRobot(wpilib.TimedRobot):
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.link.publish()
-        self.loop_timing.publish()
-        self.loop_timing.end()
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:

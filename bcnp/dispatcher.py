@@ -37,12 +37,16 @@ class Dispatcher:
         on_error: Callable[[ErrorInfo], object] | None = None,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
+        pause: Callable[[], object] | None = None,
     ) -> None:
         if connection_timeout < 0:
             raise ValueError("connection_timeout must be >= 0 seconds")
         self.schema = schema
         self.connection_timeout = connection_timeout
         self.on_error = on_error
+        #: Called before each packet and each parse error is handled (the receive
+        #: thread may wait there for a more urgent thread, see LoopPriority).
+        self.pause = pause
         self._handlers: dict[int, PacketHandler] = {}
         self._now = 0.0
         self.last_receive_time: float | None = None
@@ -107,6 +111,8 @@ class Dispatcher:
         return self.parser.last_callback_error
 
     def _on_packet(self, packet: PacketView) -> None:
+        if self.pause is not None:
+            self.pause()
         now = self._now
         self.last_receive_time = now
         self.packets_received += 1
@@ -117,5 +123,7 @@ class Dispatcher:
         handler(packet, now)
 
     def _on_error(self, info: ErrorInfo) -> None:
+        if self.pause is not None:
+            self.pause()
         if self.on_error is not None:
             self.on_error(info)

@@ -27,7 +27,7 @@ import wpilib
 import constants
 from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
 from bcnp.messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
-from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
+from bcnp.transport import ControllerSlot, LoopPriority, TcpServer, TransportConfig, UdpServer
 from subsystems.loop_timing import RollingWindow
 
 log = logging.getLogger("bcnp.link")
@@ -79,7 +79,11 @@ class BcnpLink:
         self.max_omega = max_omega
         self.cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
         self.queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=self._packet_reached)
-        self.dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
+        #: robot.py marks each tick busy: the receive threads wait between packets meanwhile.
+        self.priority = LoopPriority()
+        self.dispatcher = Dispatcher(
+            SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout, pause=self.priority.pause
+        )
         self.dispatcher.register(DRIVE_CMD_SPEC, self.queue.handle_packet)
         config = TransportConfig(
             host=constants.BCNP_HOST,

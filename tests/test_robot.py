@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import socket
+import sys
 from collections.abc import Iterator
 
 import ntcore
@@ -419,3 +420,18 @@ def test_a_new_controller_gets_no_telemetry_sampled_for_the_previous_one(sim: Si
         wait_until(lambda: packets, what="the new controller's first telemetry packet")
     stamps = [m.timestampMs for m in packets[0]]
     assert stamps and all(t > switched_ms for t in stamps), (switched_ms, stamps)
+
+
+def test_the_tick_is_marked_busy_for_the_receive_threads(sim: Sim) -> None:
+    seen: list[bool] = []
+    periodic = sim.drivetrain.periodic
+
+    def spy() -> None:
+        seen.append(sim.link.priority._busy)
+        periodic()
+
+    sim.drivetrain.periodic = spy
+    sim.tick(3)
+    assert seen == [True, True, True]  # busy while the tick runs ...
+    assert sim.link.priority._busy is False  # ... idle between ticks
+    assert sys.getswitchinterval() == pytest.approx(0.0005)

@@ -6,9 +6,18 @@
 * :class:`ControllerSlot` shared by both servers makes "one controller" hold
   across transports.
 * :class:`TransportStatus` is the snapshot a robot publishes.
+* :class:`LoopPriority` lets the robot loop run its tick ahead of a flood.
 """
 
-from .base import DEFAULT_PORT, Clock, ControllerSlot, PacketSink, TransportConfig, TransportStatus
+from .base import (
+    DEFAULT_PORT,
+    Clock,
+    ControllerSlot,
+    LoopPriority,
+    PacketSink,
+    TransportConfig,
+    TransportStatus,
+)
 from .tcp import TcpServer
 from .udp import MAX_DATAGRAM, UdpServer
 
@@ -17,6 +26,7 @@ __all__ = [
     "MAX_DATAGRAM",
     "Clock",
     "ControllerSlot",
+    "LoopPriority",
     "PacketSink",
     "TcpServer",
     "TransportConfig",

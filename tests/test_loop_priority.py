@@ -1,0 +1,80 @@
+"""LoopPriority: receive threads wait between packets while the robot loop runs a tick."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from support import recv_exactly, wait_until
+
+import bcnp
+from bcnp import Dispatcher, ErrorInfo
+from bcnp.transport import LoopPriority, TcpServer, TransportConfig
+from bcnp.wire import encode_handshake
+
+
+def test_pause_returns_at_once_while_the_loop_is_idle() -> None:
+    priority = LoopPriority(max_pause=60)
+    priority.pause()
+    assert priority.pauses == 0
+
+
+def test_pause_waits_until_the_loop_is_idle() -> None:
+    priority = LoopPriority(max_pause=60)
+    priority.busy()
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (priority.pause(), done.set()), daemon=True)
+    thread.start()
+    thread.join(0.1)
+    assert not done.is_set() and priority.pauses == 1  # still waiting for the loop
+    priority.idle()
+    thread.join(10)
+    assert done.is_set()
+
+
+def test_pause_gives_up_after_max_pause() -> None:
+    priority = LoopPriority(max_pause=0.01)
+    priority.busy()  # a loop that never says idle must not stall ingest for good
+    priority.pause()
+    priority.pause()
+    assert priority.pauses == 2
+    with pytest.raises(ValueError):
+        LoopPriority(max_pause=0)
+
+
+def test_dispatcher_pauses_before_every_packet_and_every_parse_error(schema: bcnp.Schema) -> None:
+    calls: list[str] = []
+    errors: list[ErrorInfo] = []
+    dispatcher = Dispatcher(schema, pause=lambda: calls.append("pause"), on_error=errors.append)
+    dispatcher.register("DriveCmd", lambda packet, now: calls.append(f"packet {packet.count}"))
+    drive = schema["DriveCmd"]
+    good = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 3)
+    dispatcher.push(good + b"\x03\x02\x00\xff\xff\x00\x01" + good, now=1.0)  # a bad type id between
+    assert [c for c in calls if c != "pause"] == ["packet 3", "packet 3"] and errors
+    assert calls.count("pause") == 2 + len(errors)  # one before each packet and each error
+    assert all(calls[i - 1] == "pause" for i, c in enumerate(calls) if c.startswith("packet"))
+
+
+def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp.Schema) -> None:
+    priority = LoopPriority(max_pause=60)
+    dispatcher = Dispatcher(schema, pause=priority.pause)
+    got: list[int] = []
+    dispatcher.register("DriveCmd", lambda packet, now: got.append(packet.count))
+    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0))
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            recv_exactly(sock, 8)
+            sock.sendall(encode_handshake(schema.hash))
+            wait_until(lambda: server.status().handshaken, what="the handshake")
+            priority.busy()  # a tick starts
+            drive = schema["DriveCmd"]
+            sock.sendall(bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 2))
+            wait_until(lambda: priority.pauses == 1, what="the receive thread to reach the packet")
+            assert got == []  # parsed, waiting: not handed over during the tick
+            priority.idle()  # the tick ends
+            wait_until(lambda: got == [2], what="the packet after the tick")
+    finally:
+        priority.idle()
+        server.stop()
