@@ -411,6 +411,11 @@ class ServerBase:
         self._reset_sink()
         self.slot.release(self)
 
+    def _sink_pause(self) -> Callable[[], object] | None:
+        """The sink's ``pause`` hook (a Dispatcher's, see LoopPriority), if it has one."""
+        pause: Callable[[], object] | None = getattr(self.sink, "pause", None)
+        return pause
+
     def _reset_sink(self) -> None:
         """A controller came or went: drop any partial frame and restart the parser."""
         parser = getattr(self.sink, "parser", None)

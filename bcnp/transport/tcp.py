@@ -184,7 +184,10 @@ class TcpServer(ServerBase):
         size = self.config.recv_size
         push = self.sink.push
         clock = self.clock
+        pause = self._sink_pause()
         for _ in range(self.MAX_READS_PER_WAKE):
+            if pause is not None:
+                pause()  # no new read while the robot loop runs a tick (LoopPriority)
             try:
                 data = recv(size)
             except BlockingIOError:

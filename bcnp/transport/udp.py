@@ -76,7 +76,10 @@ class UdpServer(ServerBase):
         recvfrom = self._sock.recvfrom
         push = self.sink.push
         clock = self.clock
+        pause = self._sink_pause()
         for _ in range(self.MAX_DATAGRAMS_PER_WAKE):
+            if pause is not None:
+                pause()  # no new datagram while the robot loop runs a tick (LoopPriority)
             try:
                 data, source = recvfrom(65_536)
             except BlockingIOError:
