@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from support import recv_exactly, wait_until
@@ -77,4 +79,26 @@ def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp
             wait_until(lambda: got == [2], what="the packet after the tick")
     finally:
         priority.idle()
+        server.stop()
+
+
+def _nice(tid: int) -> int:
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+@pytest.mark.parametrize("nice", [5, 0])
+def test_the_receive_thread_lowers_only_its_own_priority(schema: bcnp.Schema, nice: int) -> None:
+    base = _nice(threading.get_native_id())
+    server = TcpServer(Dispatcher(schema), TransportConfig(host="127.0.0.1", port=0, receive_nice=nice))
+    server.start()
+    try:
+        thread = server._thread
+        assert thread is not None and thread.native_id is not None
+        wait_until(
+            lambda: server.receive_nice == nice and _nice(thread.native_id) == base + nice, what="nice"
+        )
+        assert _nice(threading.get_native_id()) == base  # the robot thread keeps its priority
+    finally:
         server.stop()
