@@ -242,7 +242,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         try:
             replay = Replay(robot, commands, lead=args.lead, max_ahead=args.max_ahead)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise UserError(f"cannot build {robot.command_spec.name} commands from the path: {exc}") from None
         if telemetry_out is not None and spec is not None:
             recorder = TelemetryRecorder(spec, replay.schedule)
@@ -268,7 +268,10 @@ def _replay(args: argparse.Namespace) -> int:
             if tty:
                 sys.stderr.write("\n")
             if recorder is not None and telemetry_out is not None:
-                rows = recorder.write_csv(telemetry_out)
+                try:
+                    rows = recorder.write_csv(telemetry_out)
+                except OSError as exc:
+                    raise UserError(f"{telemetry_out}: cannot write ({exc.strerror or exc})") from None
                 print(f"telemetry: {rows} rows written to {telemetry_out}")
         if status:
             print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")

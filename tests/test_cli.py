@@ -193,3 +193,15 @@ def test_replay_progress_bar() -> None:
     assert bar.startswith("[" + "#" * 15 + "-" * 15 + "]") and " 50% " in bar
     assert "6.3/12.6 s" in bar and "sent 130/252" in bar and "telemetry 300" in bar
     assert "100%" in _progress_bar(Progress(20.0, 12.6, 252, 252, 232, 0))  # capped after the end
+
+
+def test_an_unwritable_telemetry_file_is_one_error_line(
+    robot: Robot, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "short.csv"
+    path.write_text("0.2,0,40\n")
+    out = tmp_path / "is-a-directory.csv"
+    out.mkdir()
+    assert main(["replay", str(path), "--port", str(robot.tcp.port), "--telemetry", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out}: cannot write") and err.count("\n") == 1
