@@ -274,7 +274,14 @@ class StreamParser:
                 status = self._check_candidate(data, view, c, end)
                 if status == _VALID:
                     return c
-                if status == _INCOMPLETE and len(still) < MAX_CANDIDATES:
+                if status == _INCOMPLETE:
+                    if len(still) >= MAX_CANDIDATES:
+                        # Full: stop here and look at this candidate again later, never
+                        # past it, so a real packet behind many fake headers is only
+                        # delayed (until the waiting frame resolves), never lost.
+                        self._scan = c
+                        self._pending = still
+                        return -1
                     still.append(c)
                 pos = c + 1
             # A final 0x03 may pair with the next chunk's first byte.

@@ -389,3 +389,19 @@ def test_constructor_limits(schema: bcnp.Schema) -> None:
         bcnp.StreamParser(schema, print, max_buffer=10)
     with pytest.raises(ValueError):
         bcnp.StreamParser(schema, print, max_messages=70000)
+
+
+@pytest.mark.parametrize("fakes", [63, 64, 65, 200])
+def test_a_packet_behind_many_fake_headers_is_delayed_never_lost(schema: bcnp.Schema, fakes: int) -> None:
+    """More incomplete look-behind candidates than the parser tracks (64) must not make it
+    skip a real packet split across pushes."""
+    drive = schema["DriveCmd"]
+    fake = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])  # a header claiming 65,535 DriveCmds
+    a = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)])
+    b = bcnp.encode_packet(drive, [drive(vx=2.0, omega=0.0, durationMs=20)])
+    got: list[bytes] = []
+    parser = bcnp.StreamParser(schema, lambda v: got.append(v.to_bytes()))
+    for chunk in (fake * fakes + a[:10], a[10:], b):
+        parser.push(chunk)
+    parser.push(bytes(65_535 * drive.wire_size))  # the first fake frame completes (and fails its CRC)
+    assert got[:2] == [a, b]  # both, in order
