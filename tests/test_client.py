@@ -225,11 +225,13 @@ def test_robot_going_away_ends_iteration_and_fails_sends(schema: bcnp.Schema) ->
 
 def test_context_manager_leaves_no_thread_or_socket(robot: Robot) -> None:
     threads, fds = threading.active_count(), open_fds()
-    for _ in range(20):
+    for i in range(20):
         with robot.client() as client:
             client.send(commands(robot.schema, 1))
         assert not client.connected
-        wait_until(lambda: robot.released())
+        # The server must have taken this controller and let it go before the next
+        # connects ("not handshaken" alone also holds before it read the handshake).
+        wait_until(lambda i=i: robot.server.status().controllers == i + 1 and robot.released())
     assert threading.active_count() == threads
     assert open_fds() == fds
 
