@@ -52,6 +52,8 @@ def _move_nt_persistence_out_of_the_project() -> None:
     pyfrc's local mode) is left alone."""
     inst = ntcore.NetworkTableInstance.getDefault()
     stray = Path.cwd() / "networktables.json"
+    if Path.cwd().resolve() == SIM_DIR.resolve():
+        return  # run.py sim already runs in .sim/
     if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
         return
     try:

@@ -5,6 +5,11 @@
     python run.py bcnp COMMAND ...       the host tools (python -m bcnp ...), e.g. replay paths/figure8.csv
     python run.py robotpy COMMAND ...    RobotPy's tools, e.g. robotpy deploy --team 1234
 
+``sim`` runs ``robotpy sim`` in ``.sim/`` (a dot-folder: ``robotpy deploy``
+skips it) with the shipped GUI layout from ``.sim-layout/`` copied there on
+first use: the Field and NetworkTables windows open, the keyboard as
+joystick 0. The GUI saves window changes to ``.sim/``, never to the project.
+
 Outside a virtual environment, everything goes into ``.venv/`` in this folder
 (created on first use; ``robotpy deploy`` skips dot-folders). Inside one
 (activated, or run with its python), that environment is used. Installing
@@ -24,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = ".bcnp-installed.json"
+LAYOUT = ".sim-layout"  # the shipped sim GUI layout (simgui*.json)
+SIM_DIR = ".sim"  # where the sim runs: the GUI reads and saves its layout in its working directory
 
 TASKS = {
     # task: (extras to install, command after "python -m")
@@ -78,6 +85,18 @@ def install(python: Path, prefix: Path, extras: str) -> None:
     stamp.write_text(json.dumps(done))
 
 
+def sim_command(project: Path, python: str, args: list[str]) -> tuple[Path, list[str]]:
+    """(working directory, command) for ``robotpy sim`` of ``project`` with the shipped
+    GUI layout: ``project/.sim/``, seeded with ``.sim-layout/*.json`` it does not have yet."""
+    workdir = project / SIM_DIR
+    workdir.mkdir(exist_ok=True)
+    for source in sorted((project / LAYOUT).glob("simgui*.json")):
+        target = workdir / source.name
+        if not target.exists():
+            target.write_bytes(source.read_bytes())
+    return workdir, [python, "-m", "robotpy", "--main", str(project / "robot.py"), "sim", *args]
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - say so plainly on an old Python
         return fail(f"needs Python 3.11 or newer, this is {sys.version.split()[0]}")
@@ -89,7 +108,10 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     python, prefix = environment()
     install(python, prefix, extras)
-    child = subprocess.Popen([str(python), "-m", *command, *rest])
+    cwd, args = ROOT, [str(python), "-m", *command, *rest]
+    if task == "sim":
+        cwd, args = sim_command(ROOT, str(python), rest)
+    child = subprocess.Popen(args, cwd=cwd)
     while True:
         try:
             return child.wait()

@@ -7,8 +7,8 @@ ImageMagick (Debian/Ubuntu: ``sudo apt install xvfb libgl1-mesa-dri
 libglx-mesa0 imagemagick``) and the project installed with the ``sim`` and
 ``host`` extras. Ports 5800 and 5810 must be free (no other sim running).
 
-It copies the project to a temporary folder (the sim GUI rewrites its
-``simgui*.json`` files on exit), starts ``robotpy sim`` there with the GUI on
+It copies the project to a temporary folder, starts ``robotpy sim`` there the
+way ``python run.py sim`` does (in ``.sim/`` with the shipped layout), with the GUI on
 a 1280x720 virtual display in autonomous, replays ``paths/figure8.csv`` with
 ``python -m bcnp replay --telemetry``, takes a screenshot, plots the
 telemetry, and writes both PNGs to ``docs/images/``.
@@ -27,9 +27,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import run  # noqa: E402 - the project's run.py: how `python run.py sim` starts the sim
+
 IMAGES = ROOT / "docs" / "images"
 SCREEN = "1280x720x24"
-SKIP = shutil.ignore_patterns(".*", "__pycache__", "*.egg-info", "build", "dist", "docs")
+SKIP = shutil.ignore_patterns(
+    ".git", ".venv*", ".sim", ".*cache", ".hypothesis", "__pycache__", "*.egg-info", "build", "dist", "docs"
+)
 
 
 def die(message: str) -> None:
@@ -89,7 +94,8 @@ def main() -> int:
         xvfb, display = start_display()
         env = dict(os.environ, DISPLAY=display, BCNP_SIM_AUTONOMOUS="1", BCNP_PORT="5800")
         log = open(Path(tmp) / "sim.log", "wb")  # noqa: SIM115 - closed in finally
-        sim = subprocess.Popen([python, "-m", "robotpy", "sim"], cwd=project, env=env, stdout=log, stderr=log)
+        workdir, command = run.sim_command(project, python, [])
+        sim = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=log)
         try:
             time.sleep(3)  # the GUI opens its windows; the replay below waits for the robot anyway
             replay = [python, "-m", "bcnp", "replay", "paths/figure8.csv", "--telemetry", str(telemetry)]
