@@ -92,20 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    info = sub.add_parser(
-        "info",
-        help="schema hash and message table",
-        epilog=EPILOG_INFO,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    info = _command(sub, "info", "schema hash and message table", EPILOG_INFO)
     info.add_argument("schema", nargs="?", help="schema JSON file (default: the robot's built-in schema)")
 
-    send = sub.add_parser(
-        "send",
-        help="send one batch of DriveCmds (VX OMEGA MS ...) or a stop",
-        epilog=EPILOG_SEND,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    send = _command(sub, "send", "send one batch of DriveCmds (VX OMEGA MS ...) or a stop", EPILOG_SEND)
     _link_options(send)
     send.add_argument(
         "--clear", action="store_true", help="CLEAR_QUEUE: drop what the robot has queued first"
@@ -114,11 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--no-wait", action="store_true", help="disconnect right after sending")
     send.add_argument("values", nargs="*", metavar="VX OMEGA MS", help="m/s, rad/s, milliseconds; repeatable")
 
-    replay = sub.add_parser(
+    replay = _command(
+        sub,
         "replay",
-        help="stream a path file (CSV or JSON) just in time, optionally recording telemetry",
-        epilog=EPILOG_REPLAY,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "stream a path file (CSV or JSON) just in time, optionally recording telemetry",
+        EPILOG_REPLAY,
     )
     replay.add_argument("path_file", metavar="PATH_FILE", help="CSV or JSON list of (vx, omega, durationMs)")
     _link_options(replay)
@@ -130,11 +120,8 @@ def _parser() -> argparse.ArgumentParser:
         "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
     )
 
-    monitor = sub.add_parser(
-        "monitor",
-        help="live view of the robot's Network/* keys (NetworkTables)",
-        epilog=EPILOG_MONITOR,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    monitor = _command(
+        sub, "monitor", "live view of the robot's Network/* keys (NetworkTables)", EPILOG_MONITOR
     )
     monitor.add_argument("--host", default="127.0.0.1", help="NetworkTables server (default 127.0.0.1)")
     monitor.add_argument("--team", type=int, help="find the roboRIO of this team number instead of --host")
@@ -145,11 +132,8 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=3.0, help="seconds to wait for the server and its keys (default 3)"
     )
 
-    plot = sub.add_parser(
-        "plot",
-        help="PNG of the commanded against the driven path, and vx/omega against time",
-        epilog=EPILOG_PLOT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    plot = _command(
+        sub, "plot", "PNG of the commanded against the driven path, and vx/omega against time", EPILOG_PLOT
     )
     plot.add_argument("telemetry", metavar="TELEMETRY.csv", help="written by replay --telemetry")
     plot.add_argument("-o", "--output", metavar="OUT.png", help="default: the CSV's name with .png")
@@ -160,6 +144,15 @@ def _parser() -> argparse.ArgumentParser:
         help="wheel track in metres for the odometry (default 0.6604, the simulated chassis)",
     )
     return parser
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, epilog: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with its examples, line breaks kept."""
+    return sub.add_parser(
+        name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def _link_options(p: argparse.ArgumentParser) -> None:

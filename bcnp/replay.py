@@ -107,7 +107,6 @@ class TelemetryRecorder:
         self.clock = clock
         self.start: float | None = None
         self.rows: list[tuple[float | int, ...]] = []
-        self.other_packets = 0
         self._lock = threading.Lock()
         self._stamp = "timestampMs" in spec.field_names
         self._stamp_index = spec.field_names.index("timestampMs") if self._stamp else 0
@@ -118,10 +117,7 @@ class TelemetryRecorder:
 
     def __call__(self, packet: PacketView) -> None:
         now = self.clock()
-        if packet.spec is not self.spec:
-            self.other_packets += 1
-            return
-        if self.start is None or not len(packet):
+        if packet.spec is not self.spec or self.start is None or not len(packet):
             return
         arrived = now - self.start
         messages: list[Message] = list(packet)
