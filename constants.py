@@ -77,6 +77,9 @@ TELEMETRY_MAX_BUFFERED = 32
 GIL_SWITCH_INTERVAL_S = 0.0005
 #: The TimedRobot period (WPILib's default, 50 Hz).
 LOOP_PERIOD_S = 0.02
+#: Receive threads step aside this long before a tick is due (LoopPriority), so
+#: the tick never starts while one is in the middle of a packet.
+LOOP_PRIORITY_LEAD_S = 0.0005
 #: A tick that starts more than period + margin after the previous one is an overrun.
 LOOP_OVERRUN_MARGIN_S = 0.005
 #: Rolling windows: robotPeriodic durations and periods over the last 500 ticks (10 s);

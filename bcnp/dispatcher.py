@@ -58,6 +58,7 @@ class Dispatcher:
             self._on_error,
             max_buffer=max_buffer,
             max_messages=max_messages,
+            pause=pause,
         )
 
     def _spec(self, type_or_name: int | str | MessageSpec) -> MessageSpec:

@@ -64,6 +64,9 @@ NETWORK = "/SmartDashboard/Network/"
 WORST_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs")
 OTHER_KEYS = ("CmdLatencyP99Ms", "Overruns", "MessagesRx", "QueueOverflows", "MessagesSkipped")
 FLOOD_BLOCK = 1000  # small packets per write
+#: An overrun is the machine's when it arrives (through NT, up to ~60 ms after the
+#: late tick) at most 250 ms after, or 20 ms before, a stall seen by the probe ended.
+STALL_MATCH_US = (250_000, 20_000)
 SOAK_PERIOD = 0.02
 SOAK_HORIZON = 10  # commands per soak packet
 MAX_MESSAGES = 65535
@@ -153,6 +156,75 @@ class Sim:
         return "\n".join(text.splitlines()[-lines:])
 
 
+# -- machine stalls, seen by a process that does nothing else -------------------------------------------
+
+#: A 50 Hz sleeper. It prints each wake-up more than 5 ms late that its run-queue
+#: wait does not explain (the thread was not even runnable: the whole machine,
+#: e.g. a virtual one, stood still): "<monotonic us> <late us> <unexplained us>".
+PROBE = r"""
+import sys, time
+def waited():
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except OSError:
+        return 0.0
+period, nxt = 0.02, time.monotonic()
+while True:
+    nxt += period
+    before = waited()
+    delay = nxt - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    now = time.monotonic()
+    late = now - nxt
+    unexplained = late - (waited() - before)
+    if unexplained > 0.005:
+        print(int(now * 1e6), int(late * 1e6), int(unexplained * 1e6), flush=True)
+    if late > period:
+        nxt = now
+"""
+
+
+@dataclass
+class Stall:
+    end_us: int  # time.monotonic() of the late wake-up, microseconds
+    late_ms: float
+    unexplained_ms: float
+
+
+class StallProbe:
+    """Runs :data:`PROBE` in its own process; :attr:`stalls` lists what it saw."""
+
+    def __init__(self) -> None:
+        self.stalls: list[Stall] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PROBE],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
+        )
+        self._reader = threading.Thread(target=self._read, name="stall-probe", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                end, late, unexplained = (int(x) for x in line.split())
+                self.stalls.append(Stall(end, late / 1000, unexplained / 1000))
+
+    def between(self, t0_us: int, t1_us: int) -> list[Stall]:
+        return [s for s in list(self.stalls) if t0_us <= s.end_us < t1_us]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+
+
 # -- the robot's keys, through a real NT4 client -----------------------------------------------------------
 
 
@@ -167,6 +239,9 @@ class Keys:
             for key in WORST_KEYS + OTHER_KEYS
         }
         self.hash = self.inst.getStringTopic(NETWORK + "SchemaHash").subscribe("")
+        self.overruns_at: list[int] = []  # time.monotonic() us when each new overrun arrived
+        self._overruns_seen = 0.0
+        self._nt_offset_us = ntcore._now() - time.monotonic_ns() // 1000
 
     def close(self) -> None:
         for sub in self.subs.values():
@@ -182,8 +257,19 @@ class Keys:
         return {key: self.get(key) for key in self.subs}
 
     def drain(self) -> dict[str, list[float]]:
-        """Every value published since the last drain, per key."""
-        return {key: [v.value for v in sub.readQueue()] for key, sub in self.subs.items()}
+        """Every value published since the last drain, per key; new ``Overruns``
+        values are also kept in :attr:`overruns_at` with their arrival time."""
+        out: dict[str, list[float]] = {}
+        for key, sub in self.subs.items():
+            values = sub.readQueue()
+            out[key] = [v.value for v in values]
+            if key == "Overruns":
+                for v in values:
+                    if math.isfinite(v.value) and v.value > self._overruns_seen:
+                        self._overruns_seen = v.value
+                        # NT timestamps are ntcore's local clock; store time.monotonic() us.
+                        self.overruns_at.append(v.time - self._nt_offset_us)
+        return out
 
 
 # -- phases ------------------------------------------------------------------------------------------------
@@ -205,6 +291,15 @@ class Phase:
     end: dict[str, float] = field(default_factory=dict)
     worst: dict[str, float] = field(default_factory=dict)
     rss: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the phase, MiB)
+    overruns_at: list[int] = field(default_factory=list)  # arrival of each new overrun, monotonic us
+    stalls: list[Stall] = field(default_factory=list)  # machine stalls during the phase
+
+    def machine_overruns(self) -> int:
+        """Overruns that arrived within STALL_MATCH_US of the end of a machine stall."""
+        return sum(
+            any(-STALL_MATCH_US[1] <= at - s.end_us <= STALL_MATCH_US[0] for s in self.stalls)
+            for at in self.overruns_at
+        )
 
     def note(self, values: dict[str, list[float]] | dict[str, float]) -> None:
         for key in WORST_KEYS:
@@ -272,10 +367,15 @@ def _send_loop(sender: Sender, client: Client, stop: threading.Event, sent: Sent
         sent.error = exc
 
 
+def _mono_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
 class Bench:
-    def __init__(self, sim: Sim, keys: Keys, client: Client, rss_every: float) -> None:
+    def __init__(self, sim: Sim, keys: Keys, client: Client, rss_every: float, probe: StallProbe) -> None:
         self.sim = sim
         self.keys = keys
+        self.probe = probe
         self.client = client
         self.rss_every = rss_every
 
@@ -308,6 +408,7 @@ class Bench:
         self.keys.drain()  # values from before the phase
         phase.start = self.keys.snapshot()
         t0 = time.monotonic()
+        t0_us = _mono_us()
         phase.rss.append((0.0, self.sim.rss_mib()))
         stop = threading.Event()
         thread = None
@@ -331,6 +432,9 @@ class Bench:
         phase.note(self.keys.drain())
         phase.end = self.keys.snapshot()
         phase.note(phase.end)  # NT sends changes only: a window maximum may have held all phase
+        t1_us = _mono_us()
+        phase.overruns_at = [t for t in self.keys.overruns_at if t0_us <= t < t1_us]
+        phase.stalls = self.probe.between(t0_us - STALL_MATCH_US[0], t1_us)
         phase.rss.append((time.monotonic() - t0, self.sim.rss_mib()))
         return phase
 
@@ -365,6 +469,13 @@ def report(phase: Phase, soak: bool = False) -> None:
         f"+{phase.delta('QueueOverflows'):,.0f}, skipped +{phase.delta('MessagesSkipped'):,.0f}"
     )
     print(f"  overruns         +{phase.delta('Overruns'):,.0f} (total {phase.end['Overruns']:,.0f})")
+    stalls = [st for st in phase.stalls if st.unexplained_ms > 25]
+    longest = max((st.unexplained_ms for st in phase.stalls), default=0.0)
+    machine = phase.machine_overruns()
+    print(
+        f"  machine stalls   {len(stalls)} over 25 ms, longest {longest:.1f} ms (probe); "
+        f"overruns at a stall {machine}, elsewhere {len(phase.overruns_at) - machine}"
+    )
     print(
         f"  robotPeriodic    p99 {_fmt(phase.worst.get('LoopP99Ms'), 3)} ms, "
         f"max {_fmt(phase.worst.get('LoopMaxMs'), 3)} ms (worst 10 s window); "
@@ -431,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
 
     with tempfile.NamedTemporaryFile(prefix="bcnp-sim-", suffix=".log", delete=False) as log:
+        probe = StallProbe()
         sim = Sim(port, log)
         keys: Keys | None = None
         client: Client | None = None
@@ -453,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-            bench = Bench(sim, keys, client, args.rss_every)
+            bench = Bench(sim, keys, client, args.rss_every, probe)
             report(bench.run("idle", args.settle_seconds, None))
             plan: list[tuple[str, float, Sender]] = [
                 ("flood: 1 x 20 ms DriveCmd per packet, full rate", args.flood_seconds, flood_sender),
@@ -480,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             if keys is not None:
                 keys.close()
             sim.stop()
+            probe.stop()
             with contextlib.suppress(OSError):
                 os.unlink(log.name)
     return status

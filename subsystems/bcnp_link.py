@@ -80,7 +80,7 @@ class BcnpLink:
         self.cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
         self.queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=self._packet_reached)
         #: robot.py marks each tick busy: the receive threads wait between packets meanwhile.
-        self.priority = LoopPriority()
+        self.priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
         self.dispatcher = Dispatcher(
             SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout, pause=self.priority.pause
         )

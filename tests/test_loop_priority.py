@@ -45,6 +45,84 @@ def test_pause_gives_up_after_max_pause() -> None:
         LoopPriority(max_pause=0)
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _pause_in_thread(priority: LoopPriority) -> tuple[threading.Thread, threading.Event]:
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (priority.pause(), done.set()), daemon=True)
+    thread.start()
+    return thread, done
+
+
+def test_pause_steps_aside_from_lead_before_the_next_tick_until_it_has_run() -> None:
+    clock = FakeClock()
+    priority = LoopPriority(max_pause=60, period=0.02, lead=0.0005, clock=clock)
+    priority.busy()  # a tick at 100.000: the next is due at 100.020
+    priority.idle()
+    clock.t = 100.0194  # 0.6 ms before it: ingest goes on
+    priority.pause()
+    assert priority.pauses == 0
+    clock.t = 100.0196  # 0.4 ms before it: wait for that tick
+    thread, done = _pause_in_thread(priority)
+    thread.join(0.1)
+    assert not done.is_set() and priority.pauses == 1 and priority.anticipated == 1
+    clock.t = 100.0201
+    priority.busy()  # the tick starts: still waiting
+    thread.join(0.05)
+    assert not done.is_set()
+    priority.idle()  # and ends
+    thread.join(10)
+    assert done.is_set()
+    priority.pause()  # the next tick is 20 ms away again
+    assert priority.pauses == 1
+
+
+def test_a_late_or_stopped_loop_costs_ingest_at_most_max_pause_per_tick() -> None:
+    clock = FakeClock()
+    priority = LoopPriority(max_pause=0.05, period=0.02, lead=0.0005, clock=clock)
+    priority.busy()
+    priority.idle()
+    clock.t = 100.0199  # the tick is due, but never comes
+    priority.pause()  # gives up after about 50 ms (real time)
+    assert priority.pauses == 1 and priority.anticipated == 1
+    clock.t = 100.02 + 0.05  # max_pause past the due time: no more waiting for it
+    priority.pause()
+    priority.pause()
+    assert priority.pauses == 1
+
+
+def test_without_a_period_nothing_is_anticipated_and_bad_leads_are_refused() -> None:
+    clock = FakeClock()
+    priority = LoopPriority(max_pause=60, clock=clock)
+    priority.busy()
+    priority.idle()
+    for t in (100.0196, 100.02, 100.03):
+        clock.t = t
+        priority.pause()
+    assert priority.pauses == 0
+    for lead in (-0.001, 0.02, 0.5):
+        with pytest.raises(ValueError):
+            LoopPriority(period=0.02, lead=lead)
+
+
+def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
+    import constants
+    from subsystems.bcnp_link import BcnpLink
+
+    link = BcnpLink(port=0)
+    try:
+        assert link.priority.period == constants.LOOP_PERIOD_S
+        assert 0 < link.priority.lead <= 0.001
+    finally:
+        link.stop()
+
+
 def test_dispatcher_pauses_before_every_packet_and_every_parse_error(schema: bcnp.Schema) -> None:
     calls: list[str] = []
     errors: list[ErrorInfo] = []

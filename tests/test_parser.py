@@ -310,6 +310,41 @@ def test_garbage_header_claiming_65535_messages_does_not_stall_valid_packets(
     assert c.parser.buffered < 100
 
 
+STEP = bcnp.parser.SEARCH_STEP
+
+
+@pytest.mark.parametrize("offset", [STEP - 1, STEP, STEP + 1, STEP + 2, 2 * STEP + 1, 3 * STEP - 7])
+def test_search_steps_miss_no_packet_at_a_step_boundary(schema: bcnp.Schema, offset: int) -> None:
+    # The search behind a waiting header starts one byte after it and goes in
+    # steps of SEARCH_STEP bytes; a packet whose 03 02 pair straddles a step's
+    # end must still be found, in one push and in odd chunks.
+    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+    packet, follow = drive_packet(schema, 2, seed=1), drive_packet(schema, 1, seed=2)
+    stream = garbage_header + bytes(offset - len(garbage_header)) + packet + follow
+    for chunks in ([stream], chunked(stream, 5000)):
+        pauses: list[int] = []
+        c = Collector(schema, pause=lambda pauses=pauses: pauses.append(1))
+        c.push_all(chunks)
+        assert c.packets == [packet, follow]
+        assert c.codes == [PacketError.TRUNCATED]
+        if len(chunks) == 1:  # 5000-byte chunks are searched in one step each
+            assert len(pauses) == (offset - 1) // STEP
+
+
+def test_search_behind_a_waiting_header_pauses_between_steps(schema: bcnp.Schema) -> None:
+    # 600 KB behind a header promising 655 KB: the robot loop gets a chance
+    # every SEARCH_STEP bytes, however big the chunk.
+    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+    filler = bytes(600_000)
+    pauses = []
+    c = Collector(schema, pause=lambda: pauses.append(1))
+    c.parser.push(garbage_header + filler)
+    assert len(pauses) == (len(filler) - 1) // STEP
+    packet = drive_packet(schema, 3)
+    c.parser.push(packet)
+    assert c.packets == [packet]
+
+
 def test_big_valid_packet_is_not_cut_by_speculation(schema: bcnp.Schema) -> None:
     # Payload values that contain many "03 02" pairs and DriveCmd-like headers.
     spec = schema["DriveCmd"]
