@@ -92,7 +92,7 @@ class Dispatcher:
         """A packet arrived no more than ``connection_timeout`` before ``now``.
 
         Compared in whole microseconds, as :class:`~bcnp.queue.MessageQueue`
-        does, so both agree at the boundary (float seconds would not: 0.74 - 0.54
+        does, so both agree at the boundary (float seconds would not: 0.55 - 0.35
         is 0.20000000000000007)."""
         last = self.last_receive_time
         return last is not None and round(now * 1e6) - round(last * 1e6) <= round(

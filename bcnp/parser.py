@@ -110,6 +110,11 @@ class StreamParser:
         self._specs: dict[int, tuple[MessageSpec, int]] = {m.id: (m, m.wire_size) for m in schema.messages}
         # Counters (read from any thread; written only by the pushing thread).
         self.bytes_received = 0
+        #: Bytes that were in no packet: skipped while resynchronising, or
+        #: buffered when :meth:`reset` dropped them. Always
+        #: ``bytes_received == bytes of delivered packets + bytes_dropped + buffered``.
+        self.bytes_dropped = 0
+        self._buf = bytearray()
         self.packets = 0
         self.errors = 0
         self.error_counts: Counter[PacketError] = Counter()
@@ -120,6 +125,7 @@ class StreamParser:
 
     def reset(self) -> None:
         """Forget buffered bytes and error streaks (a new connection starts)."""
+        self.bytes_dropped += len(self._buf)
         self._buf = bytearray()
         self._base = 0  # stream offset of _buf[0]
         self._need = 0  # > 0: _buf starts with a header whose frame needs this many bytes
@@ -149,7 +155,7 @@ class StreamParser:
                 found = self._search(buf, len(buf))
                 if found < 0:
                     return
-                self._report(PacketError.TRUNCATED, 0)
+                self._report(PacketError.TRUNCATED, 0, found)
                 start = found
             else:
                 start = 0
@@ -161,7 +167,9 @@ class StreamParser:
 
     # -- internals ---------------------------------------------------------
 
-    def _report(self, code: PacketError, pos: int) -> None:
+    def _report(self, code: PacketError, pos: int, skip: int) -> None:
+        """Count an error at ``pos`` after which ``skip`` bytes are dropped."""
+        self.bytes_dropped += skip
         self._consecutive += 1
         self.errors += 1
         self.error_counts[code] += 1
@@ -188,26 +196,28 @@ class StreamParser:
             if avail >= HEADER_SIZE:
                 major, minor, flags, type_id, count = _header_unpack(data, pos)
                 if major != PROTOCOL_MAJOR or minor != PROTOCOL_MINOR:
-                    self._report(PacketError.UNSUPPORTED_VERSION, pos)
-                    pos = self._next_version_pair(data, pos, end)
+                    nxt = self._next_version_pair(data, pos, end)
+                    self._report(PacketError.UNSUPPORTED_VERSION, pos, nxt - pos)
+                    pos = nxt
                     continue
             elif avail >= 2:
                 if data[pos] != PROTOCOL_MAJOR or data[pos + 1] != PROTOCOL_MINOR:
-                    self._report(PacketError.UNSUPPORTED_VERSION, pos)
-                    pos = self._next_version_pair(data, pos, end)
+                    nxt = self._next_version_pair(data, pos, end)
+                    self._report(PacketError.UNSUPPORTED_VERSION, pos, nxt - pos)
+                    pos = nxt
                     continue
                 break  # a plausible header start: wait for the rest
             else:
                 break
             entry = specs.get(type_id)
             if entry is None:
-                self._report(PacketError.UNKNOWN_MESSAGE_TYPE, pos)
+                self._report(PacketError.UNKNOWN_MESSAGE_TYPE, pos, 1)
                 pos += 1
                 continue
             spec, wire_size = entry
             frame = MIN_PACKET_SIZE + count * wire_size
             if count > max_messages or frame > max_buffer:
-                self._report(PacketError.TOO_MANY_MESSAGES, pos)
+                self._report(PacketError.TOO_MANY_MESSAGES, pos, 1)
                 pos += 1
                 continue
             if frame > avail:
@@ -215,14 +225,14 @@ class StreamParser:
                 self._scan = pos + 1
                 found = self._search(data, end, base=pos)
                 if found >= 0:
-                    self._report(PacketError.TRUNCATED, pos)
+                    self._report(PacketError.TRUNCATED, pos, found - pos)
                     pos = found
                     continue
                 need = frame
                 break
             body_end = pos + frame - CRC_SIZE
             if _crc32(view[pos:body_end]) != _u32_unpack(data, body_end)[0]:
-                self._report(PacketError.CHECKSUM_MISMATCH, pos)
+                self._report(PacketError.CHECKSUM_MISMATCH, pos, 1)
                 pos += 1
                 continue
             self._consecutive = 0

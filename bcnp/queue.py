@@ -107,8 +107,9 @@ class MessageQueue:
     ``on_packet_reached(arrival, now)`` (seconds) is called by ``update(now)``
     when it takes the first message of a packet off the queue, with the
     arrival time recorded for that packet (see the module docs). It runs
-    under the queue's lock: it must be quick, must not raise and must not call
-    back into the queue.
+    under the queue's lock: it must be quick and must not call back into the
+    queue. An exception it raises is counted in ``callback_errors`` (the last
+    one kept in ``last_callback_error``); the message is executed all the same.
     """
 
     def __init__(
@@ -135,6 +136,8 @@ class MessageQueue:
         self._overflows = 0
         self._skipped = 0
         self._readers: dict[MessageSpec, tuple[int, Callable[..., tuple[int]]]] = {}
+        self.callback_errors = 0  # exceptions raised by on_packet_reached
+        self.last_callback_error: BaseException | None = None
 
     # -- receive side --------------------------------------------------------
 
@@ -295,7 +298,11 @@ class MessageQueue:
             cursor = self._cursor
             arrival = run[_ARRIVAL]
             if index == 0 and arrival is not None and self._on_packet_reached is not None:
-                self._on_packet_reached(arrival / _US, t / _US)
+                try:
+                    self._on_packet_reached(arrival / _US, t / _US)
+                except Exception as exc:  # a broken callback must not cost the message
+                    self.callback_errors += 1
+                    self.last_callback_error = exc
             if cursor is None or (arrival is not None and arrival - cursor > self._lag_us):
                 start = t  # nothing to follow, or it came after a gap: a fresh start
             else:

@@ -122,3 +122,17 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def rule_start(cursor: int | None, duration: int, arrival: int | None, t: int, lag_us: int) -> int | None:
+    """Where a waiting message starts when the queue reaches it at ``t`` (reference-behavior §4
+    plus the README's arrival gap), all in microseconds; ``None``: it is stale and is skipped.
+
+    It follows the previous message (``cursor``), but never from further back than the lag
+    allows; with nothing to follow, or after a gap of more than the lag in the stream, it
+    starts now."""
+    if cursor is None or (arrival is not None and arrival - cursor > lag_us):
+        return t
+    if cursor + duration < t - lag_us:
+        return None
+    return max(cursor, t - lag_us)

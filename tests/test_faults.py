@@ -47,6 +47,7 @@ from bcnp import (
 )
 from bcnp.client import Client
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
+from bcnp.transport.base import elapsed_over
 
 SCHEMA = bcnp.load_schema(Path(__file__).resolve().parent.parent / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]
@@ -252,6 +253,14 @@ def test_connections_that_never_handshake_time_out_and_free_their_slots(rigs: Ca
     assert [ident(m) for m in rig.queue.drain()] == [0, 1, 2, 3]
     for sock in (mute, stalled, ctrl):
         sock.close()
+
+
+def test_deadlines_compare_whole_microseconds_as_the_queue_does() -> None:
+    assert 4.03 - 2.03 > 2.0  # in float seconds "exactly the timeout" is already past it
+    assert not elapsed_over(4.03, 2.03, 2.0)
+    assert elapsed_over(4.030001, 2.03, 2.0)
+    assert 0.55 - 0.35 > 0.2
+    assert not elapsed_over(0.55, 0.35, 0.2) and elapsed_over(0.550001, 0.35, 0.2)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "udp"])
@@ -533,12 +542,15 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     sock = rig.tcp_controller(rcvbuf=1)  # the kernel rounds it up to its minimum
     accepted: list[bytes] = []
     peak = 0
+    taken_before_refusal = 0  # bytes accepted (robot buffer + kernel) before the first refusal
 
     def send(packet: bytes) -> bool:
-        nonlocal peak
+        nonlocal peak, taken_before_refusal
         ok = rig.tcp.send(packet)
         if ok:
             accepted.append(packet)
+        elif not taken_before_refusal:
+            taken_before_refusal = sum(map(len, accepted))
         peak = max(peak, rig.tcp.send_buffered)
         return ok
 
@@ -546,7 +558,7 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     sent_commands = 0
     tick = 0
     # At least 2 min of robot time, and on until the kernel's buffers are full and the robot has
-    # refused 1,000 packets (about 1.7 MB go into the kernel first on a default Linux).
+    # refused 1,000 packets.
     while tick < 6000 or rig.tcp.send_refused < 1000:
         assert tick < 60_000, "the kernel never stopped taking telemetry"
         rig.clock.advance(0.02)
@@ -562,6 +574,10 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     metrics = telemetry.metrics
     status = rig.tcp.status()
     assert len(accepted[0]) < limit and peak <= limit
+    # The kernel's share is bounded too (SO_SNDBUF 64 KiB, which Linux doubles; without it
+    # Linux let about 1.6 MB of telemetry into the socket before the robot's buffer filled).
+    sndbuf = rig.tcp.config.socket_send_buffer
+    assert sndbuf == 64 * 1024 and limit < taken_before_refusal <= limit + 3 * sndbuf
     assert status.send_refused > 0 and status.send_refused == metrics.send_failures
     assert status.packets_out == metrics.packets == len(accepted)
     assert metrics.packets + metrics.send_failures == tick // 2

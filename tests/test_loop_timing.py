@@ -166,6 +166,20 @@ def test_queue_reports_a_packet_whose_first_command_is_over_or_stale_when_reache
     assert q.active() is not None and q.active().durationMs == 200
 
 
+def test_a_raising_packet_reached_callback_is_counted_and_costs_no_command() -> None:
+    def broken(arrival: float, now: float) -> None:
+        raise RuntimeError("broken callback")
+
+    q = MessageQueue(on_packet_reached=broken)
+    q.handle_packet(drive_packet(40), 1.000)
+    q.handle_packet(drive_packet(30), 1.010)
+    active = q.update(1.020)  # must not raise into the robot loop
+    assert active is not None and active.durationMs == 40
+    assert q.update(1.060) is not None and q.active().durationMs == 30
+    assert q.callback_errors == 2 and isinstance(q.last_callback_error, RuntimeError)
+    assert q.metrics.skipped == 0
+
+
 # -- the robot: keys, an injected slow tick, latency over loopback ----------------------------------------
 
 

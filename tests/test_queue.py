@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import rule_start
 
 import bcnp
 from bcnp import MessageQueue, MessageQueueConfig
@@ -755,17 +756,14 @@ class RulesOracle:
             self.active = None
         if self.active is not None:
             return
-        floor = t - self.lag_us
         while self.pending:
             ident, duration, arrival = self.pending.pop(0)
-            if self.cursor is None or (arrival is not None and arrival - self.cursor > self.lag_us):
-                start = t
-            elif self.cursor + duration < floor:
+            start = rule_start(self.cursor, duration, arrival, t, self.lag_us)
+            if start is None:
+                assert self.cursor is not None
                 self.skipped += 1
                 self.cursor += duration
                 continue
-            else:
-                start = max(self.cursor, floor)
             if t - start >= duration:
                 self.completed += 1
                 self.cursor = start + duration

@@ -72,6 +72,10 @@ class TransportConfig:
     #: A packet larger than this is still accepted onto an empty buffer, so one
     #: packet of any legal size can always be sent.
     send_buffer_limit: int = 1 << 20
+    #: The kernel send buffer asked for each accepted TCP connection (SO_SNDBUF;
+    #: Linux doubles it for bookkeeping). Without it Linux grows the buffer to
+    #: megabytes for a peer that never reads. 0 leaves the kernel's default.
+    socket_send_buffer: int = 64 * 1024
     #: Connections allowed to be mid-handshake at once; more are closed at accept.
     max_pending: int = 4
     #: Longest wait of the receive thread between timeout checks (wall seconds).
@@ -89,8 +93,10 @@ class TransportConfig:
         for name in ("handshake_timeout", "idle_timeout", "poll_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds")
-        if self.send_buffer_limit < 0 or self.max_pending < 1 or self.recv_size < 1:
-            raise ValueError("send_buffer_limit must be >= 0, max_pending and recv_size >= 1")
+        if self.send_buffer_limit < 0 or self.socket_send_buffer < 0:
+            raise ValueError("send_buffer_limit and socket_send_buffer must be >= 0")
+        if self.max_pending < 1 or self.recv_size < 1:
+            raise ValueError("max_pending and recv_size must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,13 @@ class LoopPriority:
             self.pauses += 1
             self.anticipated += anticipated
             self._cond.wait_for(lambda: self._ticks != ticks, timeout)
+
+
+def elapsed_over(now: float, since: float, limit: float) -> bool:
+    """More than ``limit`` seconds from ``since`` to ``now``, compared in whole
+    microseconds as the queue and the dispatcher compare theirs (in float
+    seconds 4.03 - 2.03 is 2.0000000000000004, over a 2 s limit)."""
+    return round(now * 1e6) - round(since * 1e6) > round(limit * 1e6)
 
 
 def _lower_priority(nice: int) -> int:

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from .base import ServerBase, Waker, describe_handshake, format_address, log
+from .base import ServerBase, Waker, describe_handshake, elapsed_over, format_address, log
 
 __all__ = ["TcpServer"]
 
@@ -125,6 +125,8 @@ class TcpServer(ServerBase):
             sock.setblocking(False)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.config.socket_send_buffer:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
                 sent = sock.send(self._handshake)
             except OSError:
                 sock.close()
@@ -239,7 +241,7 @@ class TcpServer(ServerBase):
 
     def _check_timeouts(self, now: float) -> None:
         cfg = self.config
-        for conn in [c for c in self._pending if now - c.opened > cfg.handshake_timeout]:
+        for conn in [c for c in self._pending if elapsed_over(now, c.opened, cfg.handshake_timeout)]:
             self.handshake_timeouts += 1
             self.last_reject = (
                 f"{format_address(conn.peer)}: no handshake within {cfg.handshake_timeout:g} s "
@@ -248,7 +250,7 @@ class TcpServer(ServerBase):
             self._log.warning("BCNP tcp: %s", self.last_reject)
             self._close_pending(conn)
         controller = self._controller
-        if controller is not None and now - controller.last_rx > cfg.idle_timeout:
+        if controller is not None and elapsed_over(now, controller.last_rx, cfg.idle_timeout):
             self.idle_drops += 1
             self._drop(controller, f"silent for {cfg.idle_timeout:g} s")
 

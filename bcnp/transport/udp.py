@@ -20,7 +20,7 @@ import selectors
 import socket
 
 from ..wire import HANDSHAKE_MAGIC, HANDSHAKE_SIZE
-from .base import ServerBase, Waker, describe_handshake, format_address, log
+from .base import ServerBase, Waker, describe_handshake, elapsed_over, format_address, log
 
 __all__ = ["MAX_DATAGRAM", "UdpServer"]
 
@@ -68,7 +68,7 @@ class UdpServer(ServerBase):
             else:
                 waker.drain()
         peer = self._peer
-        if peer is not None and self.clock() - self._last_rx > self.config.idle_timeout:
+        if peer is not None and elapsed_over(self.clock(), self._last_rx, self.config.idle_timeout):
             self.idle_drops += 1
             self._unlock(f"silent for {self.config.idle_timeout:g} s")
 
