@@ -29,11 +29,13 @@ backlog, by definition.
 Virtual machines stand still now and then: a process that only sleeps 2 ms
 at a time wakes up to 150 ms late, without having waited for a CPU.
 Such a stall delays the robot's tick like anything else, so a separate probe
-process (:data:`PROBE`) records them, and each overrun is reported as "at a
-stall" (it arrived within 250 ms after a probe stall ended) or "elsewhere".
-The probe reads its run-queue wait from ``/proc/thread-self/schedstat``, so
-lateness caused by CPU contention (the sender and the sim busy on 2 cores)
-is not counted as a stall.
+process (:data:`PROBE`) records every wake-up of its own more than 3 ms late,
+and each overrun is reported as "at a stall" (it arrived within 250 ms after
+a probe stall ended: an idle process was late at the same moment) or
+"elsewhere", with the nearest probe stall. The probe also reads how much of
+each lateness it spent waiting for a CPU (``/proc/thread-self/schedstat``),
+so CPU contention (the sender and the sim busy on 2 cores) can be told from
+the machine standing still.
 
 The sim's NetworkTables port (5810) is fixed: run this under ``flock`` as shown,
 so two sims never overlap. It refuses to start when something already listens
@@ -168,9 +170,10 @@ class Sim:
 # -- machine stalls, seen by a process that does nothing else -------------------------------------------
 
 #: A 500 Hz sleeper (one wake-up every 2 ms, so any stall long enough to make a
-#: tick late covers one). It prints each wake-up more than 3 ms late that its
-#: run-queue wait does not explain (the thread was not even runnable: the whole
-#: machine, e.g. a virtual one, stood still): "<monotonic us> <late us> <unexplained us>".
+#: tick late covers one). It prints each wake-up more than 3 ms late, with the
+#: part of it spent runnable but waiting for a CPU (from schedstat; the rest is
+#: time the machine itself, e.g. a virtual one, stood still):
+#: "<monotonic us> <late us> <cpu wait us>".
 PROBE = r"""
 import sys, time
 def waited():
@@ -188,9 +191,8 @@ while True:
         time.sleep(delay)
     now = time.monotonic()
     late = now - nxt
-    unexplained = late - (waited() - before)
-    if unexplained > 0.003:
-        print(int(now * 1e6), int(late * 1e6), int(unexplained * 1e6), flush=True)
+    if late > 0.003:
+        print(int(now * 1e6), int(late * 1e6), int((waited() - before) * 1e6), flush=True)
     if late > period:
         nxt = now
 """
@@ -200,7 +202,7 @@ while True:
 class Stall:
     end_us: int  # time.monotonic() of the late wake-up, microseconds
     late_ms: float
-    unexplained_ms: float
+    cpu_wait_ms: float  # of late_ms: runnable, waiting for a CPU
 
 
 class StallProbe:
@@ -222,8 +224,8 @@ class StallProbe:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             with contextlib.suppress(ValueError):
-                end, late, unexplained = (int(x) for x in line.split())
-                self.stalls.append(Stall(end, late / 1000, unexplained / 1000))
+                end, late, cpu_wait = (int(x) for x in line.split())
+                self.stalls.append(Stall(end, late / 1000, cpu_wait / 1000))
 
     def between(self, t0_us: int, t1_us: int) -> list[Stall]:
         return [s for s in list(self.stalls) if t0_us <= s.end_us < t1_us]
@@ -301,15 +303,16 @@ class Phase:
     end: dict[str, float] = field(default_factory=dict)
     worst: dict[str, float] = field(default_factory=dict)
     rss: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the phase, MiB)
+    t0_us: int = 0  # phase start, monotonic us
     overruns_at: list[int] = field(default_factory=list)  # arrival of each new overrun, monotonic us
     stalls: list[Stall] = field(default_factory=list)  # machine stalls during the phase
 
+    def at_stall(self, at: int) -> bool:
+        """An overrun that arrived at ``at`` came within STALL_MATCH_US after a probe stall."""
+        return any(-STALL_MATCH_US[1] <= at - s.end_us <= STALL_MATCH_US[0] for s in self.stalls)
+
     def machine_overruns(self) -> int:
-        """Overruns that arrived within STALL_MATCH_US of the end of a machine stall."""
-        return sum(
-            any(-STALL_MATCH_US[1] <= at - s.end_us <= STALL_MATCH_US[0] for s in self.stalls)
-            for at in self.overruns_at
-        )
+        return sum(self.at_stall(at) for at in self.overruns_at)
 
     def note(self, values: dict[str, list[float]] | dict[str, float]) -> None:
         for key in WORST_KEYS:
@@ -443,6 +446,7 @@ class Bench:
         phase.end = self.keys.snapshot()
         phase.note(phase.end)  # NT sends changes only: a window maximum may have held all phase
         t1_us = _mono_us()
+        phase.t0_us = t0_us
         phase.overruns_at = [t for t in self.keys.overruns_at if t0_us <= t < t1_us]
         phase.stalls = self.probe.between(t0_us - STALL_MATCH_US[0], t1_us)
         phase.rss.append((time.monotonic() - t0, self.sim.rss_mib()))
@@ -479,13 +483,27 @@ def report(phase: Phase, soak: bool = False) -> None:
         f"+{phase.delta('QueueOverflows'):,.0f}, skipped +{phase.delta('MessagesSkipped'):,.0f}"
     )
     print(f"  overruns         +{phase.delta('Overruns'):,.0f} (total {phase.end['Overruns']:,.0f})")
-    stalls = [st for st in phase.stalls if st.unexplained_ms > 5]  # enough to make a tick late
-    longest = max((st.unexplained_ms for st in phase.stalls), default=0.0)
+    stalls = [st for st in phase.stalls if st.late_ms > 5]  # enough to make a tick late
+    still = sum(st.late_ms - st.cpu_wait_ms > st.late_ms / 2 for st in stalls)
+    longest = max((st.late_ms for st in stalls), default=0.0)
     machine = phase.machine_overruns()
     print(
-        f"  machine stalls   {len(stalls)} over 5 ms, longest {longest:.1f} ms (probe); "
-        f"overruns at a stall {machine}, elsewhere {len(phase.overruns_at) - machine}"
+        f"  machine stalls   {len(stalls)} over 5 ms ({still} mostly not waiting for a CPU), "
+        f"longest {longest:.1f} ms; overruns at a stall {machine}, "
+        f"elsewhere {len(phase.overruns_at) - machine}"
     )
+    for at in phase.overruns_at:
+        if not phase.at_stall(at):
+            near = min(phase.stalls, key=lambda st: abs(at - st.end_us), default=None)
+            what = (
+                "no probe stall"
+                if near is None
+                else (
+                    f"nearest probe stall {near.late_ms:.1f} ms late, "
+                    f"ended {(at - near.end_us) / 1000:,.0f} ms before it arrived"
+                )
+            )
+            print(f"    overrun elsewhere at +{(at - phase.t0_us) / 1e6:.1f} s: {what}")
     print(
         f"  robotPeriodic    p99 {_fmt(phase.worst.get('LoopP99Ms'), 3)} ms, "
         f"max {_fmt(phase.worst.get('LoopMaxMs'), 3)} ms (worst 10 s window); "
