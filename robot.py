@@ -8,6 +8,7 @@ disabled stops. The link, the drivetrain and every constant live elsewhere
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import wpilib
@@ -29,6 +30,12 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link = BcnpLink()
         self.link.start()
         self.loop_timing = LoopTiming(self.getPeriod())
+        # Everything made so far (WPILib, NetworkTables, the modules) lives as long
+        # as the program: move it out of the collector's reach, so a full
+        # collection, in whichever thread it falls, never holds the interpreter
+        # for milliseconds while it walks tens of thousands of objects.
+        gc.collect()
+        gc.freeze()
 
     def robotPeriodic(self) -> None:
         # While the tick runs, the receive threads wait between packets

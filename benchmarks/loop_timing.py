@@ -30,8 +30,8 @@ Virtual machines stand still now and then: a process that only sleeps 2 ms
 at a time wakes up to 150 ms late, without having waited for a CPU.
 Such a stall delays the robot's tick like anything else, so a separate probe
 process (:data:`PROBE`) records every wake-up of its own more than 3 ms late,
-and each overrun is reported as "at a stall" (it arrived within 250 ms after
-a probe stall ended: an idle process was late at the same moment) or
+and each overrun is reported as "at a stall" (it arrived during a probe stall
+or within 250 ms after it: an idle process was late at the same moment) or
 "elsewhere", with the nearest probe stall. The probe also reads how much of
 each lateness it spent waiting for a CPU (``/proc/thread-self/schedstat``),
 so CPU contention (the sender and the sim busy on 2 cores) can be told from
@@ -76,7 +76,8 @@ WORST_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs")
 OTHER_KEYS = ("CmdLatencyP99Ms", "Overruns", "MessagesRx", "QueueOverflows", "MessagesSkipped")
 FLOOD_BLOCK = 1000  # small packets per write
 #: An overrun is the machine's when it arrives (through NT, up to ~60 ms after the
-#: late tick) at most 250 ms after, or 20 ms before, a stall seen by the probe ended.
+#: late tick) during a stall seen by the probe, up to 250 ms after it ended or 20 ms
+#: before it began.
 STALL_MATCH_US = (250_000, 20_000)
 SOAK_PERIOD = 0.02
 SOAK_HORIZON = 10  # commands per soak packet
@@ -308,8 +309,12 @@ class Phase:
     stalls: list[Stall] = field(default_factory=list)  # machine stalls during the phase
 
     def at_stall(self, at: int) -> bool:
-        """An overrun that arrived at ``at`` came within STALL_MATCH_US after a probe stall."""
-        return any(-STALL_MATCH_US[1] <= at - s.end_us <= STALL_MATCH_US[0] for s in self.stalls)
+        """An overrun that arrived at ``at`` came during a probe stall or up to STALL_MATCH_US
+        after one (the probe's late wake-up ends a stall that began ``late_ms`` before)."""
+        return any(
+            s.end_us - s.late_ms * 1000 - STALL_MATCH_US[1] <= at <= s.end_us + STALL_MATCH_US[0]
+            for s in self.stalls
+        )
 
     def machine_overruns(self) -> int:
         return sum(self.at_stall(at) for at in self.overruns_at)
@@ -499,8 +504,9 @@ def report(phase: Phase, soak: bool = False) -> None:
                 "no probe stall"
                 if near is None
                 else (
-                    f"nearest probe stall {near.late_ms:.1f} ms late, "
-                    f"ended {(at - near.end_us) / 1000:,.0f} ms before it arrived"
+                    f"the nearest probe stall ({near.late_ms:.1f} ms late) ended "
+                    f"{abs(at - near.end_us) / 1000:,.0f} ms "
+                    f"{'before' if at >= near.end_us else 'after'} it arrived"
                 )
             )
             print(f"    overrun elsewhere at +{(at - phase.t0_us) / 1e6:.1f} s: {what}")
