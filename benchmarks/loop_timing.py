@@ -26,16 +26,16 @@ samples and their trend. With 200 queued commands of 20 ms, the flood and big
 phases keep the queue full, so their command latency is mostly the 4 s
 backlog, by definition.
 
-Virtual machines stand still now and then: a process that only sleeps 2 ms
-at a time wakes up to 150 ms late, without having waited for a CPU.
-Such a stall delays the robot's tick like anything else, so a separate probe
-process (:data:`PROBE`) records every wake-up of its own more than 3 ms late,
-and each overrun is reported as "at a stall" (it arrived during a probe stall
-or within 250 ms after it: an idle process was late at the same moment) or
-"elsewhere", with the nearest probe stall. The probe also reads how much of
-each lateness it spent waiting for a CPU (``/proc/thread-self/schedstat``),
-so CPU contention (the sender and the sim busy on 2 cores) can be told from
-the machine standing still.
+Virtual machines stand still now and then, sometimes one CPU at a time: a
+process that only sleeps 2 ms at a time wakes up to 150 ms late, without
+having waited for a CPU. Such a stall delays the robot's tick like anything
+else, so a probe process per CPU (:data:`PROBE`, pinned there) records every
+wake-up of its own more than 3 ms late, and each overrun is reported as "at a
+stall" (it arrived during a probe stall or within 250 ms after it: an idle
+process was late at the same moment) or "elsewhere", with the nearest probe
+stall. The probes also read how much of each lateness they spent waiting for
+a CPU (``/proc/thread-self/schedstat``), so CPU contention (the sender and
+the sim busy on 2 cores) can be told from the machine standing still.
 
 The sim's NetworkTables port (5810) is fixed: run this under ``flock`` as shown,
 so two sims never overlap. It refuses to start when something already listens
@@ -170,13 +170,15 @@ class Sim:
 
 # -- machine stalls, seen by a process that does nothing else -------------------------------------------
 
-#: A 500 Hz sleeper (one wake-up every 2 ms, so any stall long enough to make a
-#: tick late covers one). It prints each wake-up more than 3 ms late, with the
-#: part of it spent runnable but waiting for a CPU (from schedstat; the rest is
-#: time the machine itself, e.g. a virtual one, stood still):
-#: "<monotonic us> <late us> <cpu wait us>".
+#: A 500 Hz sleeper, pinned to the CPU given as its argument (one wake-up every
+#: 2 ms, so any stall long enough to make a tick late covers one). It prints each
+#: wake-up more than 3 ms late, with the part of it spent runnable but waiting
+#: for a CPU (from schedstat; the rest is time the machine itself, e.g. a
+#: virtual one, stood still): "<monotonic us> <late us> <cpu wait us>".
 PROBE = r"""
-import sys, time
+import os, sys, time
+if len(sys.argv) > 1 and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(sys.argv[1])})
 def waited():
     try:
         with open("/proc/thread-self/schedstat") as f:
@@ -207,23 +209,28 @@ class Stall:
 
 
 class StallProbe:
-    """Runs :data:`PROBE` in its own process; :attr:`stalls` lists what it saw."""
+    """Runs :data:`PROBE` in one process per CPU (a virtual machine may stop one of its
+    CPUs while the other runs on); :attr:`stalls` lists what they saw."""
 
     def __init__(self) -> None:
         self.stalls: list[Stall] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", PROBE],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            text=True,
-            preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
-        )
-        self._reader = threading.Thread(target=self._read, name="stall-probe", daemon=True)
-        self._reader.start()
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", PROBE, *([] if cpu is None else [str(cpu)])],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                text=True,
+                preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
+            )
+            for cpu in cpus
+        ]
+        for proc in self.procs:
+            threading.Thread(target=self._read, args=(proc,), name="stall-probe", daemon=True).start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             with contextlib.suppress(ValueError):
                 end, late, cpu_wait = (int(x) for x in line.split())
                 self.stalls.append(Stall(end, late / 1000, cpu_wait / 1000))
@@ -232,10 +239,11 @@ class StallProbe:
         return [s for s in list(self.stalls) if t0_us <= s.end_us < t1_us]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
 
 
 # -- the robot's keys, through a real NT4 client -----------------------------------------------------------
