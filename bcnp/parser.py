@@ -291,20 +291,23 @@ class StreamParser:
                 return found
             pos = max(self._scan, base + 1)
             pause = self.pause
+            step_end = pos + SEARCH_STEP
             while True:
-                step_end = pos + SEARCH_STEP
-                if step_end < end:
-                    # Pairs starting before step_end (the last may end at step_end).
-                    c = data.find(_VERSION_PAIR, pos, step_end + 1)
-                    if c < 0:
-                        pos = step_end
-                        if pause is not None:
-                            pause()
-                        continue
-                else:
+                if pos >= step_end:  # a step's worth searched, with or without candidates
+                    if pause is not None:
+                        pause()
+                    step_end = pos + SEARCH_STEP
+                # Pairs starting before step_end (the last may end at step_end).
+                limit = step_end + 1
+                if limit >= end:
                     c = data.find(_VERSION_PAIR, pos, end)
                     if c < 0:
                         break
+                else:
+                    c = data.find(_VERSION_PAIR, pos, limit)
+                    if c < 0:
+                        pos = step_end
+                        continue
                 status = self._check_candidate(data, view, c, end)
                 if status == _VALID:
                     return c

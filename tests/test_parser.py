@@ -331,6 +331,22 @@ def test_search_steps_miss_no_packet_at_a_step_boundary(schema: bcnp.Schema, off
             assert len(pauses) == (offset - 1) // STEP
 
 
+@pytest.mark.parametrize("every", [7, 100, STEP // 2])
+def test_search_pauses_every_step_however_many_candidates_it_meets(schema: bcnp.Schema, every: int) -> None:
+    # Dead candidates (03 02 with an unknown type) every `every` bytes behind a header promising
+    # 655 KB: each step of the search still ends with a pause, and a real packet behind them all
+    # is still found.
+    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+    dead = bytes([3, 2, 0, 0xFF, 0xFE, 0, 1]) + bytes(every - 7)
+    filler = dead * (400_000 // every)
+    pauses = []
+    c = Collector(schema, pause=lambda: pauses.append(1))
+    packet = drive_packet(schema, 2)
+    c.parser.push(garbage_header + filler + packet)
+    assert c.packets == [packet] and c.codes == [PacketError.TRUNCATED]
+    assert len(pauses) >= len(filler) // STEP - 1
+
+
 def test_search_behind_a_waiting_header_pauses_between_steps(schema: bcnp.Schema) -> None:
     # 600 KB behind a header promising 655 KB: the robot loop gets a chance
     # every SEARCH_STEP bytes, however big the chunk.

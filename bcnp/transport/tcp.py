@@ -13,6 +13,7 @@ the receive thread flushes; a full buffer refuses new packets.
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import time
@@ -126,7 +127,9 @@ class TcpServer(ServerBase):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if self.config.socket_send_buffer:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
+                    # A refusal (an OS without the option) keeps the kernel's default.
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
                 sent = sock.send(self._handshake)
             except OSError:
                 sock.close()
