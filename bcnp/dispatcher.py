@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .parser import StreamParser
+from .queue import elapsed_over
 from .schema import MessageSpec, Schema
 from .wire import MAX_MESSAGES_PER_PACKET, ErrorInfo, PacketView
 
@@ -91,13 +92,11 @@ class Dispatcher:
     def is_connected(self, now: float) -> bool:
         """A packet arrived no more than ``connection_timeout`` before ``now``.
 
-        Compared in whole microseconds, as :class:`~bcnp.queue.MessageQueue`
-        does, so both agree at the boundary (float seconds would not: 0.55 - 0.35
-        is 0.20000000000000007)."""
+        Compared in whole microseconds (:func:`~bcnp.queue.elapsed_over`), as
+        :class:`~bcnp.queue.MessageQueue` does, so both agree at the boundary
+        (float seconds would not: 0.55 - 0.35 is 0.20000000000000007)."""
         last = self.last_receive_time
-        return last is not None and round(now * 1e6) - round(last * 1e6) <= round(
-            self.connection_timeout * 1e6
-        )
+        return last is not None and not elapsed_over(now, last, self.connection_timeout)
 
     @property
     def parse_errors(self) -> int:

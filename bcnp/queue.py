@@ -50,6 +50,14 @@ def _us(seconds: float) -> int:
     return round(seconds * _US)
 
 
+def elapsed_over(now: float, since: float, limit: float) -> bool:
+    """More than ``limit`` seconds from ``since`` to ``now``, compared in whole
+    microseconds, as the queue compares its times (in float seconds 4.03 - 2.03
+    is 2.0000000000000004, over a 2 s limit). The dispatcher and the
+    transports' deadlines use it too, so all agree at the boundary."""
+    return _us(now) - _us(since) > _us(limit)
+
+
 @dataclass(frozen=True)
 class MessageQueueConfig:
     """Queue limits. Defaults are the spec's: 200 messages, 200 ms, 100 ms."""

@@ -262,7 +262,7 @@ class Keys:
         self.hash = self.inst.getStringTopic(NETWORK + "SchemaHash").subscribe("")
         self.overruns_at: list[int] = []  # time.monotonic() us when each new overrun arrived
         self._overruns_seen = 0.0
-        self._nt_offset_us = ntcore._now() - time.monotonic_ns() // 1000
+        self._nt_offset_us = ntcore._now() - _mono_us()
 
     def close(self) -> None:
         for sub in self.subs.values():
@@ -323,9 +323,6 @@ class Phase:
             s.end_us - s.late_ms * 1000 - STALL_MATCH_US[1] <= at <= s.end_us + STALL_MATCH_US[0]
             for s in self.stalls
         )
-
-    def machine_overruns(self) -> int:
-        return sum(self.at_stall(at) for at in self.overruns_at)
 
     def note(self, values: dict[str, list[float]] | dict[str, float]) -> None:
         for key in WORST_KEYS:
@@ -499,25 +496,24 @@ def report(phase: Phase, soak: bool = False) -> None:
     stalls = [st for st in phase.stalls if st.late_ms > 5]  # enough to make a tick late
     still = sum(st.late_ms - st.cpu_wait_ms > st.late_ms / 2 for st in stalls)
     longest = max((st.late_ms for st in stalls), default=0.0)
-    machine = phase.machine_overruns()
+    elsewhere = [at for at in phase.overruns_at if not phase.at_stall(at)]
     print(
         f"  machine stalls   {len(stalls)} over 5 ms ({still} mostly not waiting for a CPU), "
-        f"longest {longest:.1f} ms; overruns at a stall {machine}, "
-        f"elsewhere {len(phase.overruns_at) - machine}"
+        f"longest {longest:.1f} ms; overruns at a stall {len(phase.overruns_at) - len(elsewhere)}, "
+        f"elsewhere {len(elsewhere)}"
     )
-    for at in phase.overruns_at:
-        if not phase.at_stall(at):
-            near = min(phase.stalls, key=lambda st: abs(at - st.end_us), default=None)
-            what = (
-                "no probe stall"
-                if near is None
-                else (
-                    f"the nearest probe stall ({near.late_ms:.1f} ms late) ended "
-                    f"{abs(at - near.end_us) / 1000:,.0f} ms "
-                    f"{'before' if at >= near.end_us else 'after'} it arrived"
-                )
+    for at in elsewhere:
+        near = min(phase.stalls, key=lambda st: abs(at - st.end_us), default=None)
+        what = (
+            "no probe stall"
+            if near is None
+            else (
+                f"the nearest probe stall ({near.late_ms:.1f} ms late) ended "
+                f"{abs(at - near.end_us) / 1000:,.0f} ms "
+                f"{'before' if at >= near.end_us else 'after'} it arrived"
             )
-            print(f"    overrun elsewhere at +{(at - phase.t0_us) / 1e6:.1f} s: {what}")
+        )
+        print(f"    overrun elsewhere at +{(at - phase.t0_us) / 1e6:.1f} s: {what}")
     print(
         f"  robotPeriodic    p99 {_fmt(phase.worst.get('LoopP99Ms'), 3)} ms, "
         f"max {_fmt(phase.worst.get('LoopMaxMs'), 3)} ms (worst 10 s window); "

@@ -79,7 +79,8 @@ class BcnpLink:
         self.max_omega = max_omega
         self.cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
         self.queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=self._packet_reached)
-        #: robot.py marks each tick busy: the receive threads wait between packets meanwhile.
+        #: robot.py marks each tick busy: the receive threads wait at their next safe point
+        #: meanwhile, and step aside just before each tick is due.
         self.priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
         self.dispatcher = Dispatcher(
             SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout, pause=self.priority.pause

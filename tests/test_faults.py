@@ -46,8 +46,8 @@ from bcnp import (
     encode_packet,
 )
 from bcnp.client import Client
+from bcnp.queue import elapsed_over
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
-from bcnp.transport.base import elapsed_over
 
 SCHEMA = bcnp.load_schema(Path(__file__).resolve().parent.parent / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]

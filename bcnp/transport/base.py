@@ -235,13 +235,6 @@ class LoopPriority:
             self._cond.wait_for(lambda: self._ticks != ticks, timeout)
 
 
-def elapsed_over(now: float, since: float, limit: float) -> bool:
-    """More than ``limit`` seconds from ``since`` to ``now``, compared in whole
-    microseconds as the queue and the dispatcher compare theirs (in float
-    seconds 4.03 - 2.03 is 2.0000000000000004, over a 2 s limit)."""
-    return round(now * 1e6) - round(since * 1e6) > round(limit * 1e6)
-
-
 def _lower_priority(nice: int) -> int:
     """Raises this thread's nice value by ``nice`` where the OS supports per-thread
     priorities (Linux); returns the increase applied (0 elsewhere or on refusal)."""

@@ -20,7 +20,8 @@ import time
 from collections import deque
 from typing import Any
 
-from .base import ServerBase, Waker, describe_handshake, elapsed_over, format_address, log
+from ..queue import elapsed_over
+from .base import ServerBase, Waker, describe_handshake, format_address, log
 
 __all__ = ["TcpServer"]
 

@@ -19,8 +19,9 @@ import contextlib
 import selectors
 import socket
 
+from ..queue import elapsed_over
 from ..wire import HANDSHAKE_MAGIC, HANDSHAKE_SIZE
-from .base import ServerBase, Waker, describe_handshake, elapsed_over, format_address, log
+from .base import ServerBase, Waker, describe_handshake, format_address, log
 
 __all__ = ["MAX_DATAGRAM", "UdpServer"]
 
