@@ -1,4 +1,6 @@
-"""Every robot constant in one place: wiring, geometry, limits, gains, BCNP link.
+"""This robot's own choices: wiring, geometry, limits, gains, and where its link
+differs from the protocol's defaults (``bcnp/defaults.py``, used as they are
+unless overridden here).
 
 Units are SI (metres, seconds, radians, volts) unless a name says otherwise.
 The drivetrain numbers describe the FRC kit-of-parts chassis (two CIMs per
@@ -12,6 +14,8 @@ import math
 import os
 
 from bcnp import MessageQueueConfig
+from bcnp.defaults import KITBOT_TRACK_WIDTH_M
+from bcnp.transport import TransportConfig
 
 # -- wiring (roboRIO channels) ------------------------------------------------------
 
@@ -28,7 +32,7 @@ DRIVER_CONTROLLER_PORT = 0  # Xbox controller, driver station USB slot
 # -- geometry ---------------------------------------------------------------------------
 
 WHEEL_DIAMETER_M = 0.1524  # 6 in
-TRACK_WIDTH_M = 0.6604  # 26 in, wheel centre to wheel centre
+TRACK_WIDTH_M = KITBOT_TRACK_WIDTH_M  # 26 in, wheel centre to wheel centre
 GEAR_RATIO = 10.71  # motor turns per wheel turn
 ENCODER_CPR = 360  # encoder cycles per wheel revolution (encoder on the output shaft)
 ENCODER_DISTANCE_PER_PULSE_M = math.pi * WHEEL_DIAMETER_M / ENCODER_CPR
@@ -58,15 +62,14 @@ JOYSTICK_DEADBAND = 0.1
 
 # -- BCNP link ----------------------------------------------------------------------------------
 
-#: TCP and UDP both listen here; the BCNP_PORT environment variable overrides.
-BCNP_PORT = 5800
+#: The BCNP_PORT environment variable overrides the port (0: any free port).
 BCNP_PORT_ENV = "BCNP_PORT"
-BCNP_HOST = "0.0.0.0"
-#: Spec defaults: 200 queued commands, link timeout 200 ms, stale after 100 ms.
-BCNP_QUEUE = MessageQueueConfig(capacity=200, connection_timeout=0.2, max_command_lag=0.1)
-BCNP_HANDSHAKE_TIMEOUT_S = 2.0
-BCNP_IDLE_TIMEOUT_S = 5.0  # a silent controller is dropped (TCP) or unlocked (UDP)
-BCNP_SEND_BUFFER_BYTES = 1 << 20
+#: The command queue: the spec's limits (200 commands, 200 ms link timeout,
+#: stale after 100 ms). Pass fields to change them.
+BCNP_QUEUE = MessageQueueConfig()
+#: Both servers' knobs (port 5800, handshake 2 s, idle 5 s, 1 MiB send buffer, ...);
+#: see docs/transports.md. Pass fields to change them.
+BCNP_TRANSPORT = TransportConfig()
 TELEMETRY_FLUSH_TICKS = 2  # one packet every 2nd tick: 25 packets/s at 50 Hz
 TELEMETRY_MAX_BUFFERED = 32
 
@@ -92,10 +95,10 @@ SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
 
 
 def bcnp_port() -> int:
-    """The BCNP port: ``BCNP_PORT`` from the environment (0 = any free port), else 5800."""
+    """The BCNP port: ``BCNP_PORT`` from the environment (0 = any free port), else the configured one."""
     text = os.environ.get(BCNP_PORT_ENV, "").strip()
     if not text:
-        return BCNP_PORT
+        return BCNP_TRANSPORT.port
     try:
         port = int(text)
     except ValueError:

@@ -15,9 +15,10 @@ import wpilib
 import wpimath
 
 import constants
-from subsystems.bcnp_link import BcnpLink
+from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
 from subsystems.loop_timing import LoopTiming
+from subsystems.network_keys import NetworkKeys, Sources
 
 
 class BcnpRobot(wpilib.TimedRobot):
@@ -27,9 +28,10 @@ class BcnpRobot(wpilib.TimedRobot):
         sys.setswitchinterval(constants.GIL_SWITCH_INTERVAL_S)
         self.drivetrain = Drivetrain()
         self.controller = wpilib.XboxController(constants.DRIVER_CONTROLLER_PORT)
-        self.link = BcnpLink()
+        self.link = build_link()
         self.link.start()
         self.loop_timing = LoopTiming(self.getPeriod())
+        self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
         # Everything made so far (WPILib, NetworkTables, the modules) lives as long
         # as the program: move it out of the collector's reach, so a full
         # collection, in whichever thread it falls, never holds the interpreter
@@ -44,7 +46,7 @@ class BcnpRobot(wpilib.TimedRobot):
         self.loop_timing.begin()
         try:
             self._tick()
-            self.loop_timing.publish()
+            self.keys.publish()
         finally:
             self.loop_timing.end()
             self.link.priority.idle()
@@ -52,7 +54,7 @@ class BcnpRobot(wpilib.TimedRobot):
     def _tick(self) -> None:
         # One place, in a fixed order, every tick and in every mode: the queue
         # advances, the mode picks what the wheels do, the drivetrain actuates,
-        # then telemetry and keys report this tick.
+        # then telemetry reports this tick (the keys follow in robotPeriodic).
         now = wpilib.Timer.getFPGATimestamp()
         command = self.link.update(now)
         if self.isAutonomousEnabled():
@@ -66,7 +68,6 @@ class BcnpRobot(wpilib.TimedRobot):
             self.drivetrain.stop()
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
-        self.link.publish()
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:

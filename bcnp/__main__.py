@@ -1,5 +1,5 @@
-"""``python -m bcnp``: see :mod:`bcnp.cli`."""
+"""``python -m bcnp``: see :mod:`bcnp.host.cli`."""
 
-from .cli import main
+from .host.cli import main
 
 raise SystemExit(main())

@@ -1,17 +1,21 @@
 """Dispatcher: routes parsed packets to per-type handlers and tracks link liveness.
 
 Implements the spec's "Dispatcher" role: bytes in (with the receive time),
-packets out to the handler registered for their message type. It owns a
-:class:`~bcnp.parser.StreamParser` and counts what it could not deliver.
+packets out to the handler registered for their message type. Two ways in:
+:meth:`Dispatcher.push` feeds bytes to a :class:`~bcnp.parser.StreamParser`
+it owns; :meth:`Dispatcher.dispatch` takes packets framed elsewhere (by a
+:class:`~bcnp.connection.Connection`, one per link, as the transports do).
+Either way it counts what it could not deliver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from .defaults import LINK_TIMEOUT_S
 from .parser import StreamParser
-from .queue import elapsed_over
 from .schema import MessageSpec, Schema
+from .timebase import elapsed_over
 from .wire import MAX_MESSAGES_PER_PACKET, ErrorInfo, PacketView
 
 __all__ = ["Dispatcher", "PacketHandler"]
@@ -23,8 +27,9 @@ PacketHandler = Callable[[PacketView, float], object]
 class Dispatcher:
     """Feeds bytes to a parser and hands each packet to its type's handler.
 
-    ``push(data, now)`` is called by one thread (a transport's receive
-    thread); counters and :meth:`is_connected` may be read from any thread.
+    ``push(data, now)`` or ``dispatch(packet, now)`` is called by one thread
+    (a transport's receive thread); counters and :meth:`is_connected` may be
+    read from any thread.
     A handler that raises is counted in ``handler_errors`` and never stops
     the stream. Packets of a type with no handler are counted in
     ``unhandled_packets`` but still prove the link alive.
@@ -34,20 +39,19 @@ class Dispatcher:
         self,
         schema: Schema,
         *,
-        connection_timeout: float = 0.2,
+        connection_timeout: float = LINK_TIMEOUT_S,
         on_error: Callable[[ErrorInfo], object] | None = None,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
-        pause: Callable[[], object] | None = None,
     ) -> None:
         if connection_timeout < 0:
             raise ValueError("connection_timeout must be >= 0 seconds")
         self.schema = schema
         self.connection_timeout = connection_timeout
+        #: Parser limits, for this dispatcher's own parser and for links that feed it.
+        self.max_buffer = max_buffer
+        self.max_messages = max_messages
         self.on_error = on_error
-        #: Called before each packet and each parse error is handled (the receive
-        #: thread may wait there for a more urgent thread, see LoopPriority).
-        self.pause = pause
         self._handlers: dict[int, PacketHandler] = {}
         self._now = 0.0
         self.last_receive_time: float | None = None
@@ -56,10 +60,9 @@ class Dispatcher:
         self.parser = StreamParser(
             schema,
             self._on_packet,
-            self._on_error,
+            on_error,
             max_buffer=max_buffer,
             max_messages=max_messages,
-            pause=pause,
         )
 
     def _spec(self, type_or_name: int | str | MessageSpec) -> MessageSpec:
@@ -92,7 +95,7 @@ class Dispatcher:
     def is_connected(self, now: float) -> bool:
         """A packet arrived no more than ``connection_timeout`` before ``now``.
 
-        Compared in whole microseconds (:func:`~bcnp.queue.elapsed_over`), as
+        Compared in whole microseconds (:func:`~bcnp.timebase.elapsed_over`), as
         :class:`~bcnp.queue.MessageQueue` does, so both agree at the boundary
         (float seconds would not: 0.55 - 0.35 is 0.20000000000000007)."""
         last = self.last_receive_time
@@ -110,10 +113,11 @@ class Dispatcher:
     def last_handler_error(self) -> BaseException | None:
         return self.parser.last_callback_error
 
-    def _on_packet(self, packet: PacketView) -> None:
-        if self.pause is not None:
-            self.pause()
-        now = self._now
+    def dispatch(self, packet: PacketView, now: float) -> None:
+        """Route one packet, received at ``now``, to its type's handler.
+
+        An exception raised by the handler propagates: the parser or
+        connection that framed the packet counts it and goes on."""
         self.last_receive_time = now
         self.packets_received += 1
         handler = self._handlers.get(packet.type_id)
@@ -122,8 +126,5 @@ class Dispatcher:
             return
         handler(packet, now)
 
-    def _on_error(self, info: ErrorInfo) -> None:
-        if self.pause is not None:
-            self.pause()
-        if self.on_error is not None:
-            self.on_error(info)
+    def _on_packet(self, packet: PacketView) -> None:
+        self.dispatch(packet, self._now)

@@ -65,8 +65,8 @@ from typing import IO
 import ntcore
 
 from bcnp import CLEAR_QUEUE, encode_packet
-from bcnp.client import Client, LinkError
-from bcnp.messages import SCHEMA, DriveCmd
+from bcnp.host.client import Client, LinkError
+from messages import SCHEMA, DriveCmd
 
 ROOT = Path(__file__).resolve().parent.parent
 NT_PORT = 5810

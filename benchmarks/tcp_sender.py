@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from bcnp import encode_packet, load_schema
-from bcnp.client import Client
+from bcnp.host.client import Client
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
 DISTINCT_PACKETS = 16

@@ -1,4 +1,8 @@
-"""The robot's BCNP link: TCP and UDP servers, dispatcher, command queue, telemetry, keys.
+"""The robot's BCNP link: TCP and UDP servers, dispatcher, command queue, telemetry.
+
+:func:`build_link` makes the parts once from ``constants.py``; :class:`BcnpLink`
+does the per-tick work (advance the queue, clamp the command, record
+telemetry) and answers what ``subsystems/network_keys.py`` publishes.
 
 One controller at a time across both transports (the first peer to complete
 the handshake owns the link until it drops). The receive threads stamp
@@ -20,14 +24,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import wpilib
 
 import constants
 from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
-from bcnp.messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
-from bcnp.transport import ControllerSlot, LoopPriority, TcpServer, TransportConfig, UdpServer
+from bcnp.schema import Schema
+from bcnp.transport import ControllerSlot, LoopPriority, SharedQueue, TcpServer, UdpServer
+from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
 from subsystems.loop_timing import RollingWindow
 
 log = logging.getLogger("bcnp.link")
@@ -35,79 +40,104 @@ log = logging.getLogger("bcnp.link")
 _UINT32 = 0xFFFFFFFF
 
 
-def _hex(value: int | None) -> str:
-    return "" if value is None else f"0x{value:08X}"
-
-
 def _clamp(value: float, limit: float) -> float:
     return max(-limit, min(limit, value))
 
 
 @dataclass(frozen=True)
-class LinkStatus:
-    """Everything the link publishes under ``Network/`` (one snapshot per tick)."""
+class LinkParts:
+    """Everything the link is made of, built once by :func:`build_link`."""
 
-    connected: bool
-    queue_size: int
-    cmd_vx: float
-    cmd_omega: float
-    schema_hash: str
-    parse_errors: int
-    messages_rx: int
-    queue_overflows: int
-    messages_skipped: int
-    telemetry_sent: int
-    telemetry_packets: int
-    transport: str
-    peer: str
-    remote_schema_hash: str
-    handshake_rejects: int
-    cmd_latency_p99_ms: float
+    schema: Schema
+    queue: MessageQueue
+    shared_queue: SharedQueue
+    dispatcher: Dispatcher
+    slot: ControllerSlot
+    tcp: TcpServer
+    udp: UdpServer
+    telemetry: TelemetryAccumulator
+    priority: LoopPriority
+    cmd_latency_ms: RollingWindow
+
+
+def build_link(
+    port: int | None = None, *, clock: Callable[[], float] = wpilib.Timer.getFPGATimestamp
+) -> BcnpLink:
+    """The robot's link as ``constants.py`` describes it (``port`` overrides the
+    configured one; 0 takes any free port). Nothing listens until ``start()``."""
+    cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
+
+    def packet_reached(arrival: float, now: float) -> None:
+        # A packet that arrived while this tick was already running, after it read
+        # ``now``, counts as 0.
+        cmd_latency_ms.add(max(0.0, (now - arrival) * 1000.0))
+
+    queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=packet_reached)
+    shared = SharedQueue(queue)
+    # robot.py marks each tick busy: the receive threads wait at their next safe point
+    # meanwhile, and step aside just before each tick is due.
+    priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
+    dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
+    dispatcher.register(DRIVE_CMD_SPEC, shared.handle_packet)
+    config = replace(constants.BCNP_TRANSPORT, port=constants.bcnp_port() if port is None else port)
+    slot = ControllerSlot()
+    # A new or lost controller drops the queue at once, in the receive thread,
+    # before any byte of the next controller: commands never change hands.
+    servers = {
+        kind: kind(
+            dispatcher,
+            config,
+            clock=clock,
+            slot=slot,
+            on_controller_change=shared.clear,
+            pause=priority.pause,
+        )
+        for kind in (TcpServer, UdpServer)
+    }
+    telemetry = TelemetryAccumulator(
+        DRIVETRAIN_TELEMETRY_SPEC,
+        lambda packet: False,  # replaced by BcnpLink: sends go to whoever owns the slot
+        flush_interval_ticks=constants.TELEMETRY_FLUSH_TICKS,
+        max_buffered=constants.TELEMETRY_MAX_BUFFERED,
+    )
+    parts = LinkParts(
+        schema=SCHEMA,
+        queue=queue,
+        shared_queue=shared,
+        dispatcher=dispatcher,
+        slot=slot,
+        tcp=servers[TcpServer],  # type: ignore[arg-type]
+        udp=servers[UdpServer],  # type: ignore[arg-type]
+        telemetry=telemetry,
+        priority=priority,
+        cmd_latency_ms=cmd_latency_ms,
+    )
+    return BcnpLink(parts)
 
 
 class BcnpLink:
+    """The link's per-tick work and what its keys read. Build it with :func:`build_link`."""
+
     def __init__(
         self,
-        port: int | None = None,
+        parts: LinkParts,
         *,
-        clock: Callable[[], float] = wpilib.Timer.getFPGATimestamp,
         max_vx: float = constants.MAX_VX_MPS,
         max_omega: float = constants.MAX_OMEGA_RADPS,
     ) -> None:
-        self.clock = clock
+        self.parts = parts
+        self.schema = parts.schema
+        self.queue = parts.queue
+        self.dispatcher = parts.dispatcher
+        self.slot = parts.slot
+        self.tcp = parts.tcp
+        self.udp = parts.udp
+        self.telemetry = parts.telemetry
+        self.telemetry.send = self._send
+        self.priority = parts.priority
+        self.cmd_latency_ms = parts.cmd_latency_ms
         self.max_vx = max_vx
         self.max_omega = max_omega
-        self.cmd_latency_ms = RollingWindow(constants.CMD_LATENCY_WINDOW_PACKETS)
-        self.queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=self._packet_reached)
-        #: robot.py marks each tick busy: the receive threads wait at their next safe point
-        #: meanwhile, and step aside just before each tick is due.
-        self.priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
-        self.dispatcher = Dispatcher(
-            SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout, pause=self.priority.pause
-        )
-        self.dispatcher.register(DRIVE_CMD_SPEC, self.queue.handle_packet)
-        config = TransportConfig(
-            host=constants.BCNP_HOST,
-            port=constants.bcnp_port() if port is None else port,
-            handshake_timeout=constants.BCNP_HANDSHAKE_TIMEOUT_S,
-            idle_timeout=constants.BCNP_IDLE_TIMEOUT_S,
-            send_buffer_limit=constants.BCNP_SEND_BUFFER_BYTES,
-        )
-        self.slot = ControllerSlot()
-        # A new or lost controller drops the queue at once, in the receive thread,
-        # before any byte of the next controller: commands never change hands.
-        self.tcp = TcpServer(
-            self.dispatcher, config, clock=clock, slot=self.slot, on_controller_change=self.queue.clear
-        )
-        self.udp = UdpServer(
-            self.dispatcher, config, clock=clock, slot=self.slot, on_controller_change=self.queue.clear
-        )
-        self.telemetry = TelemetryAccumulator(
-            DRIVETRAIN_TELEMETRY_SPEC,
-            self._send,
-            flush_interval_ticks=constants.TELEMETRY_FLUSH_TICKS,
-            max_buffered=constants.TELEMETRY_MAX_BUFFERED,
-        )
         self.command: tuple[float, float] | None = None
         self.connected = False
         self.start_errors: list[str] = []
@@ -142,28 +172,21 @@ class BcnpLink:
         stops in the next tick; clearing here instead could race with the next
         controller's first packet.
         """
-        owner = self.slot.owner
-        active = self.queue.update(now)
-        self.connected = owner is not None and self.dispatcher.is_connected(now)
+        owner = self.owner
+        active = self.parts.shared_queue.update(now)
+        self.connected = owner is not None and owner.link_alive(now)
         if active is None:
             self.command = None
         else:
             self.command = (_clamp(active.vx, self.max_vx), _clamp(active.omega, self.max_omega))
         return self.command
 
-    def _packet_reached(self, arrival: float, now: float) -> None:
-        """Queue callback (robot thread, inside ``update``): one packet's command latency.
-
-        A packet that arrived while this tick was already running, after it
-        read ``now``, counts as 0."""
-        self.cmd_latency_ms.add(max(0.0, (now - arrival) * 1000.0))
-
     def record_telemetry(
         self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float
     ) -> None:
         """One DrivetrainTelemetry for this tick; a packet goes out every 2nd tick."""
-        owner = self.slot.owner
-        session = None if owner is None else (owner, owner.controllers)  # type: ignore[attr-defined]
+        owner = self.owner
+        session = None if owner is None else (owner, owner.counters.controllers)
         if session != self._telemetry_session:
             self.telemetry.clear()  # a new (or no) controller gets none of the last one's samples
             self._telemetry_session = session
@@ -185,66 +208,40 @@ class BcnpLink:
         self.telemetry.tick()
 
     def _send(self, packet: bytes) -> bool:
+        owner = self.owner
+        return owner is not None and owner.send(packet)
+
+    # -- what the keys read -----------------------------------------------------------------
+
+    @property
+    def owner(self) -> TcpServer | UdpServer | None:
+        """The server whose controller holds the link."""
         owner = self.slot.owner
-        if owner is None:
-            return False
-        assert isinstance(owner, (TcpServer, UdpServer))
-        return owner.send(packet)
+        return owner if owner is self.tcp or owner is self.udp else None  # type: ignore[return-value]
 
-    # -- status --------------------------------------------------------------------------------
+    @property
+    def command_or_zero(self) -> tuple[float, float]:
+        return self.command if self.command is not None else (0.0, 0.0)
 
-    def status(self) -> LinkStatus:
-        owner = self.slot.owner
-        tcp, udp = self.tcp.status(), self.udp.status()
-        current = tcp if owner is self.tcp else udp if owner is self.udp else None
-        remote = (
-            current.remote_hash
-            if current
-            else tcp.remote_hash
-            if tcp.remote_hash is not None
-            else udp.remote_hash
-        )
-        queue = self.queue.metrics
-        telemetry = self.telemetry.metrics
-        vx, omega = self.command if self.command is not None else (0.0, 0.0)
-        return LinkStatus(
-            connected=self.connected,
-            queue_size=self.queue.size(),
-            cmd_vx=vx,
-            cmd_omega=omega,
-            schema_hash=_hex(SCHEMA.hash),
-            parse_errors=self.dispatcher.parse_errors,
-            messages_rx=queue.received,
-            queue_overflows=queue.overflows,
-            messages_skipped=queue.skipped,
-            telemetry_sent=telemetry.sent,
-            telemetry_packets=telemetry.packets,
-            transport=current.transport if current else "none",
-            peer=current.peer if current else "",
-            remote_schema_hash=_hex(remote),
-            handshake_rejects=tcp.handshake_rejects + udp.handshake_rejects,
-            cmd_latency_p99_ms=self.cmd_latency_ms.percentile(99),
-        )
+    @property
+    def transport(self) -> str:
+        owner = self.owner
+        return owner.kind if owner is not None else "none"
 
-    def publish(self) -> LinkStatus:
-        """Write the ``Network/*`` keys to SmartDashboard."""
-        s = self.status()
-        put_number = wpilib.SmartDashboard.putNumber
-        put_string = wpilib.SmartDashboard.putString
-        wpilib.SmartDashboard.putBoolean("Network/Connected", s.connected)
-        put_number("Network/QueueSize", s.queue_size)
-        put_number("Network/CmdVx", s.cmd_vx)
-        put_number("Network/CmdW", s.cmd_omega)
-        put_string("Network/SchemaHash", s.schema_hash)
-        put_number("Network/ParseErrors", s.parse_errors)
-        put_number("Network/MessagesRx", s.messages_rx)
-        put_number("Network/QueueOverflows", s.queue_overflows)
-        put_number("Network/MessagesSkipped", s.messages_skipped)
-        put_number("Network/TelemetrySent", s.telemetry_sent)
-        put_number("Network/TelemetryPackets", s.telemetry_packets)
-        put_string("Network/Transport", s.transport)
-        put_string("Network/Peer", s.peer)
-        put_string("Network/RemoteSchemaHash", s.remote_schema_hash)
-        put_number("Network/HandshakeRejects", s.handshake_rejects)
-        put_number("Network/CmdLatencyP99Ms", s.cmd_latency_p99_ms)
-        return s
+    @property
+    def peer(self) -> str:
+        owner = self.owner
+        return owner.peer if owner is not None else ""
+
+    @property
+    def remote_hash(self) -> int | None:
+        """The controller's schema hash, else the last one any handshake carried."""
+        owner = self.owner
+        if owner is not None:
+            return owner.remote_hash
+        return self.tcp.remote_hash if self.tcp.remote_hash is not None else self.udp.remote_hash
+
+    def counter(self, name: str) -> int:
+        """A transport counter summed over TCP and UDP."""
+        total: int = getattr(self.tcp.counters, name) + getattr(self.udp.counters, name)
+        return total

@@ -14,7 +14,7 @@ Two clocks, each where it is honest:
 
 Statistics are kept in :class:`RollingWindow` s of fixed size: nothing grows
 with run time, and a tick costs a few microseconds (two clock reads, two
-window inserts, four dashboard writes).
+window inserts).
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ class RollingWindow:
 class LoopTiming:
     """Per-tick timing of ``robotPeriodic``: call :meth:`begin` first, :meth:`end` last.
 
-    Published by :meth:`publish` (call it before :meth:`end`, so the writes
-    are part of the measured tick; the figures then cover ticks up to the
-    previous one):
+    Published through ``subsystems/network_keys.py`` (before :meth:`end`, so
+    the writes are part of the measured tick; the figures then cover ticks up
+    to the previous one):
 
     * ``Network/LoopP99Ms``: 99th percentile (nearest rank) of the
       ``robotPeriodic`` duration, wall time, over the last 500 ticks, in ms.
@@ -157,11 +157,3 @@ class LoopTiming:
         """The tick is over: record its wall-time duration."""
         self.durations_ms.add((self.wall() - self._wall_start) / 1e6)
         self.ticks += 1
-
-    def publish(self) -> None:
-        """Write ``Network/LoopP99Ms``, ``LoopMaxMs``, ``LoopPeriodMaxMs``, ``Overruns``."""
-        put_number = wpilib.SmartDashboard.putNumber
-        put_number("Network/LoopP99Ms", self.durations_ms.percentile(99))
-        put_number("Network/LoopMaxMs", self.durations_ms.max())
-        put_number("Network/LoopPeriodMaxMs", self.periods_ms.max())
-        put_number("Network/Overruns", self.overruns)

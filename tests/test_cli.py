@@ -15,7 +15,7 @@ from support import free_port, wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
-from bcnp.cli import main
+from bcnp.host.cli import main
 from bcnp.transport import TcpServer, TransportConfig, UdpServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,8 +185,8 @@ def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
 
 
 def test_replay_progress_bar() -> None:
-    from bcnp.cli import _progress_bar
-    from bcnp.replay import Progress
+    from bcnp.host.cli import _progress_bar
+    from bcnp.host.replay import Progress
 
     halfway = Progress(elapsed=6.3, total=12.6, sent=130, commands=252, packets=120, telemetry_rows=300)
     bar = _progress_bar(halfway)

@@ -14,7 +14,7 @@ from support import FakeClock, free_port, open_fds, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
-from bcnp.client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
+from bcnp.host.client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
 from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
 
 
@@ -99,7 +99,7 @@ def test_schema_mismatch_carries_both_hashes(robot: Robot, test_schema: bcnp.Sch
     assert err.value.remote_hash == robot.schema.hash
     assert f"0x{test_schema.hash:08X}" in str(err.value) and f"0x{robot.schema.hash:08X}" in str(err.value)
     wait_until(lambda: robot.server.status().handshake_rejects == 1)
-    assert robot.dispatcher.parser.bytes_received == 0
+    assert robot.server.counters.bytes_in == 0
 
 
 def test_refused_second_controller_is_a_clear_error(schema: bcnp.Schema) -> None:

@@ -367,7 +367,7 @@ def test_project_typed_module_is_the_runtime(schema: bcnp.Schema) -> None:
 def test_committed_generated_files_are_current() -> None:
     out = run_cli(DEFAULT, "--check")
     assert out.returncode == 0, out.stderr
-    assert "bcnp/messages.py" in out.stdout and "schema/bcnp_schema.json" in out.stdout
+    assert "messages.py" in out.stdout and "schema/bcnp_schema.json" in out.stdout
 
 
 def test_check_names_stale_and_missing_files(tmp_path: Path) -> None:
@@ -389,7 +389,7 @@ def test_check_detects_a_schema_change_against_committed_files(tmp_path: Path) -
     changed = tmp_path / "messages.json"
     changed.write_text(json.dumps(doc))
     out = run_cli(changed, "--check")
-    assert out.returncode == 1 and "bcnp/messages.py" in out.stderr
+    assert out.returncode == 1 and "messages.py" in out.stderr
 
 
 def test_generation_is_deterministic(tmp_path: Path) -> None:

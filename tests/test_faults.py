@@ -45,9 +45,9 @@ from bcnp import (
     encode_handshake,
     encode_packet,
 )
-from bcnp.client import Client
-from bcnp.queue import elapsed_over
-from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
+from bcnp.host.client import Client
+from bcnp.timebase import elapsed_over
+from bcnp.transport import ControllerSlot, SharedQueue, TcpServer, TransportConfig, UdpServer
 
 SCHEMA = bcnp.load_schema(Path(__file__).resolve().parent.parent / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]
@@ -78,6 +78,7 @@ class Rig:
     udp_clock: ClockReader
     dispatcher: Dispatcher
     queue: MessageQueue
+    shared: SharedQueue  # the queue under its lock, as the robot shares it between threads
     slot: ControllerSlot
     tcp: TcpServer
     udp: UdpServer
@@ -86,6 +87,12 @@ class Rig:
     def stop(self) -> None:
         self.tcp.stop()
         self.udp.stop()
+
+    def tcp_parser(self) -> bcnp.StreamParser:
+        """The parser of the TCP controller's link."""
+        link = self.tcp.link
+        assert link is not None, "no TCP controller"
+        return link.parser
 
     def tcp_peer(self, rcvbuf: int | None = None) -> socket.socket:
         """A TCP connection that has read the robot's handshake and sent nothing yet."""
@@ -99,10 +106,10 @@ class Rig:
         return sock
 
     def tcp_controller(self, rcvbuf: int | None = None) -> socket.socket:
-        before = self.tcp.controllers
+        before = self.tcp.counters.controllers
         sock = self.tcp_peer(rcvbuf)
         sock.sendall(HANDSHAKE)
-        wait_until(lambda: self.tcp.controllers == before + 1, what="the TCP handshake")
+        wait_until(lambda: self.tcp.counters.controllers == before + 1, what="the TCP handshake")
         return sock
 
     def udp_socket(self, host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -135,16 +142,17 @@ def make_rig(*, capacity: int = 70_000, max_buffer: int | None = None, **config:
     clock = FakeClock()
     dispatcher = Dispatcher(SCHEMA, max_buffer=max_buffer)
     queue = MessageQueue(MessageQueueConfig(capacity=capacity))
+    shared = SharedQueue(queue)
     slot = ControllerSlot()
     cfg = TransportConfig(host="127.0.0.1", port=0, **config)  # type: ignore[arg-type]
     tcp_clock, udp_clock = clock.reader(), clock.reader()
-    tcp = TcpServer(dispatcher, cfg, clock=tcp_clock, slot=slot, on_controller_change=queue.clear)
-    udp = UdpServer(dispatcher, cfg, clock=udp_clock, slot=slot, on_controller_change=queue.clear)
-    rig = Rig(clock, tcp_clock, udp_clock, dispatcher, queue, slot, tcp, udp)
+    tcp = TcpServer(dispatcher, cfg, clock=tcp_clock, slot=slot, on_controller_change=shared.clear)
+    udp = UdpServer(dispatcher, cfg, clock=udp_clock, slot=slot, on_controller_change=shared.clear)
+    rig = Rig(clock, tcp_clock, udp_clock, dispatcher, queue, shared, slot, tcp, udp)
 
     def handle(packet: bcnp.PacketView, now: float) -> None:
         rig.packets.append(packet.to_bytes())
-        queue.handle_packet(packet, now)
+        shared.handle_packet(packet, now)
 
     dispatcher.register(DRIVE, handle)
     tcp.start()
@@ -185,17 +193,17 @@ def test_peer_vanishing_mid_packet_discards_the_partial_frame(rigs: Callable[...
     half = len(broken) // 2
     sock = rig.tcp_controller()
     sock.sendall(first + broken[:half])
-    wait_until(lambda: len(rig.packets) == 1 and rig.dispatcher.parser.buffered == half)
-    assert ident(rig.queue.update(rig.clock())) == 0 and rig.queue.size() == 2
+    wait_until(lambda: len(rig.packets) == 1 and rig.tcp.buffered == half)
+    assert ident(rig.shared.update(rig.clock())) == 0 and rig.queue.size() == 2
 
     if vanish == "reset":
         close_with_reset(sock)
     else:
         sock.close()
-    wait_until(lambda: rig.tcp.disconnects == 1, what="the robot to see the peer go")
+    wait_until(lambda: rig.tcp.counters.disconnects == 1, what="the robot to see the peer go")
     status = rig.tcp.status()
     assert not status.handshaken and status.peer == "" and rig.slot.owner is None
-    assert status.discarded_bytes == half and rig.dispatcher.parser.buffered == 0
+    assert status.discarded_bytes == half and rig.tcp.buffered == 0
     # Cleared when the controller went, not by the queue's 200 ms link timeout: the clock has not moved.
     assert rig.queue.active() is None and rig.queue.size() == 0
     assert status.parse_errors == 0
@@ -205,7 +213,7 @@ def test_peer_vanishing_mid_packet_discards_the_partial_frame(rigs: Callable[...
         wait_until(lambda: len(rig.packets) == 2, what="the next controller's packet")
         assert rig.packets == [first, after]  # the two halves never joined up across controllers
         assert rig.tcp.status().parse_errors > 0  # the orphaned half is garbage to the new link
-        assert [ident(m) for m in rig.queue.drain()] == [20, 21]
+        assert [ident(m) for m in rig.shared.drain()] == [20, 21]
         status = rig.tcp.status()
         assert status.controllers == 2 and status.handshaken and status.internal_errors == 0
 
@@ -226,7 +234,7 @@ def test_connections_that_never_handshake_time_out_and_free_their_slots(rigs: Ca
     wait_until(lambda: len(rig.tcp._pending) == 2)
     with socket.create_connection(("127.0.0.1", rig.tcp.port), timeout=5) as extra:
         assert peer_closed(extra)  # both pending slots taken: refused at once
-    assert rig.tcp.refused == 1
+    assert rig.tcp.counters.refused == 1
 
     # 1.25 s after the mute peer connected, exactly 1.0 s after the stalled one: only the mute one is past.
     rig.clock.advance(1.0)
@@ -241,7 +249,7 @@ def test_connections_that_never_handshake_time_out_and_free_their_slots(rigs: Ca
     wait_until(lambda: len(rig.packets) == 1)
     rig.clock.advance(0.25)  # now the stalled peer is past its deadline too
     assert peer_closed(stalled)
-    wait_until(lambda: rig.tcp.handshake_timeouts == 2)
+    wait_until(lambda: rig.tcp.counters.handshake_timeouts == 2)
     assert "(7 of 8 bytes)" in rig.tcp.status().last_reject
     ctrl.sendall(drive_packet(2, 2))
     wait_until(lambda: len(rig.packets) == 2)
@@ -250,7 +258,7 @@ def test_connections_that_never_handshake_time_out_and_free_their_slots(rigs: Ca
     assert status.handshaken and status.controllers == 1 and status.refused == 1
     assert status.idle_drops == 0 and status.disconnects == 0 and status.handshake_rejects == 0
     assert status.bytes_in == 2 * len(drive_packet(0, 2))  # not one byte of the other three peers
-    assert [ident(m) for m in rig.queue.drain()] == [0, 1, 2, 3]
+    assert [ident(m) for m in rig.shared.drain()] == [0, 1, 2, 3]
     for sock in (mute, stalled, ctrl):
         sock.close()
 
@@ -276,17 +284,17 @@ def test_controller_gone_silent_is_dropped_after_the_idle_timeout(
     zombie, send = rig.controller(transport)
     send(drive_packet(0, 3, duration_ms=10_000))
     wait_until(lambda: len(rig.packets) == 1)
-    assert ident(rig.queue.update(rig.clock())) == 0
+    assert ident(rig.shared.update(rig.clock())) == 0
 
     rig.clock.advance(1.5)
     send(KEEPALIVE)
     wait_until(lambda: len(rig.packets) == 2)
     rig.clock.advance(2.0)  # 3.5 s since the handshake, exactly idle_timeout since the keepalive
     reader.settle()
-    assert server.status().handshaken and server.idle_drops == 0 and rig.queue.size() == 2
+    assert server.status().handshaken and server.counters.idle_drops == 0 and rig.queue.size() == 2
 
     rig.clock.advance(0.25)
-    wait_until(lambda: server.idle_drops == 1, what="the idle drop")
+    wait_until(lambda: server.counters.idle_drops == 1, what="the idle drop")
     status = server.status()
     assert not status.handshaken and status.peer == "" and rig.slot.owner is None
     assert rig.queue.active() is None and rig.queue.size() == 0  # cleared at the drop, not by a tick
@@ -298,9 +306,9 @@ def test_controller_gone_silent_is_dropped_after_the_idle_timeout(
     nxt, send_next = rig.controller(other)
     send_next(drive_packet(10, 2))
     wait_until(lambda: len(rig.packets) == 3)
-    assert [ident(m) for m in rig.queue.drain()] == [10, 11]
+    assert [ident(m) for m in rig.shared.drain()] == [10, 11]
     assert rig.slot.owner is (rig.udp if other == "udp" else rig.tcp)
-    assert rig.dispatcher.parse_errors == 0
+    assert rig.tcp.counters.parse_errors + rig.udp.counters.parse_errors == 0
     nxt.close()
     zombie.close()
 
@@ -317,24 +325,24 @@ def test_handshake_and_packets_in_one_byte_segments(rigs: Callable[..., Rig]) ->
     conn = rig.tcp._pending[0]
     for i, byte in enumerate(HANDSHAKE[:-1]):
         sock.send(bytes([byte]))
-        wait_until(lambda i=i: len(conn.handshake) == i + 1, what=f"handshake byte {i}")
+        wait_until(lambda i=i: conn.link.handshake_received == i + 1, what=f"handshake byte {i}")
         rig.clock.advance(0.125)
     rig.tcp_clock.settle()
-    assert rig.tcp.handshake_timeouts == 0 and not rig.tcp.status().handshaken
+    assert rig.tcp.counters.handshake_timeouts == 0 and not rig.tcp.status().handshaken
     sock.send(HANDSHAKE[-1:])
     wait_until(lambda: rig.tcp.status().handshaken, what="the last handshake byte")
 
     slow = [drive_packet(0, 1), drive_packet(1, 3)]
     for n, byte in enumerate(b"".join(slow), start=1):
         sock.send(bytes([byte]))
-        wait_until(lambda n=n: rig.tcp.bytes_in == n, what=f"data byte {n}")
+        wait_until(lambda n=n: rig.tcp.counters.bytes_in == n, what=f"data byte {n}")
     assert rig.packets == slow
     fast = drive_packet(4, 2)
     sock.sendall(fast)
     wait_until(lambda: len(rig.packets) == 3)
 
     assert rig.packets == [*slow, fast]
-    assert [ident(m) for m in rig.queue.drain()] == list(range(6))
+    assert [ident(m) for m in rig.shared.drain()] == list(range(6))
     status = rig.tcp.status()
     assert status.parse_errors == 0 and status.handshake_rejects == 0 and status.handshake_timeouts == 0
     assert status.controllers == 1 and status.bytes_in == sum(map(len, rig.packets))
@@ -362,15 +370,15 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
 
     assert rig.packets == valid
     expected = [m for p in valid for m in bcnp.decode_packet(SCHEMA, p)]
-    assert rig.queue.drain() == expected
+    assert rig.shared.drain() == expected
     status = rig.tcp.status()
-    errors = rig.dispatcher.parser.error_counts
+    errors = rig.tcp_parser().error_counts
     assert status.parse_errors == sum(errors.values()) > 0
     assert errors[PacketError.CHECKSUM_MISMATCH] > 0  # sprinkled frames waited for their bytes, then failed
     assert errors[PacketError.TRUNCATED] > 0  # the last one was given up when valid packets followed it
     assert status.bytes_in == len(garbage) + sum(map(len, valid))
     assert status.handshaken and status.disconnects == 0 and status.internal_errors == 0
-    assert rig.dispatcher.handler_errors == 0 and rig.dispatcher.parser.buffered == 0
+    assert rig.tcp_parser().callback_errors == 0 and rig.tcp.buffered == 0
 
     # Garbage without end: stop() still ends the receive thread within its 1 s bound.
     def flood() -> None:
@@ -382,8 +390,8 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
 
     flooder = threading.Thread(target=flood, daemon=True)
     flooder.start()
-    mark = rig.tcp.bytes_in
-    wait_until(lambda: rig.tcp.bytes_in > mark + 4 * 1024 * 1024, timeout=30, what="the flood")
+    mark = rig.tcp.counters.bytes_in
+    wait_until(lambda: rig.tcp.counters.bytes_in > mark + 4 * 1024 * 1024, timeout=30, what="the flood")
     t0 = time.monotonic()
     rig.tcp.stop()
     elapsed = time.monotonic() - t0
@@ -406,15 +414,15 @@ def connect_and_vanish(rig: Rig, i: int) -> None:
     kind = i % 4
     sock = rig.tcp_peer()
     if kind in (0, 2):
-        handshaken = rig.tcp.controllers + 1
+        handshaken = rig.tcp.counters.controllers + 1
         sock.sendall(HANDSHAKE + (PARTIAL if kind == 2 else b""))
         buffered = len(PARTIAL) if kind == 2 else 0
-        wait_until(lambda: rig.tcp.controllers == handshaken and rig.dispatcher.parser.buffered == buffered)
+        wait_until(lambda: rig.tcp.counters.controllers == handshaken and rig.tcp.buffered == buffered)
         if kind == 2:
             close_with_reset(sock)
         else:
             sock.close()
-        wait_until(lambda: rig.tcp.disconnects == handshaken)
+        wait_until(lambda: rig.tcp.counters.disconnects == handshaken)
     elif kind == 1:
         if i % 8 == 1:
             sock.sendall(HANDSHAKE[:3])
@@ -500,11 +508,11 @@ def test_udp_datagrams_from_other_sources_never_reach_the_queue(rigs: Callable[.
             intruder.send(payloads[(r + j) % len(payloads)])
         if r % 10 == 9:  # let the robot keep up: a UDP buffer that overflows drops datagrams
             wait_until(
-                lambda n=r + 1: len(rig.packets) == n and rig.udp.foreign_datagrams == n * len(intruders)
+                lambda n=r + 1: len(rig.packets) == n and rig.udp.counters.foreign_datagrams == n * len(intruders)
             )
 
     assert rig.packets == sent
-    assert [ident(m) for m in rig.queue.drain()] == list(range(2 * rounds))
+    assert [ident(m) for m in rig.shared.drain()] == list(range(2 * rounds))
     status = rig.udp.status()
     assert status.foreign_datagrams == rounds * len(intruders)
     assert status.peer == f"127.0.0.1:{owner_port}" and status.controllers == 1
@@ -517,10 +525,10 @@ def test_udp_datagrams_from_other_sources_never_reach_the_queue(rigs: Callable[.
     rig.clock.advance(1.5)
     for intruder in intruders:
         intruder.send(drive_packet(9200, 1))
-    wait_until(lambda: rig.udp.foreign_datagrams == (rounds + 1) * len(intruders))
+    wait_until(lambda: rig.udp.counters.foreign_datagrams == (rounds + 1) * len(intruders))
     assert rig.dispatcher.last_receive_time == last and rig.queue.last_receive_time == last
     rig.clock.advance(0.75)
-    wait_until(lambda: rig.udp.idle_drops == 1, what="the unlock")
+    wait_until(lambda: rig.udp.counters.idle_drops == 1, what="the unlock")
     for sock in (owner, *intruders):
         sock.setblocking(False)
         if sock is not owner:
@@ -559,7 +567,7 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     tick = 0
     # At least 2 min of robot time, and on until the kernel's buffers are full and the robot has
     # refused 1,000 packets.
-    while tick < 6000 or rig.tcp.send_refused < 1000:
+    while tick < 6000 or rig.tcp.counters.send_refused < 1000:
         assert tick < 60_000, "the kernel never stopped taking telemetry"
         rig.clock.advance(0.02)
         for k in range(32):
@@ -583,7 +591,7 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     assert metrics.packets + metrics.send_failures == tick // 2
     assert status.send_failures == 0 and status.internal_errors == 0
     assert status.handshaken and status.idle_drops == 0 and status.disconnects == 0
-    assert [ident(m) for m in rig.queue.drain()] == list(range(sent_commands))
+    assert [ident(m) for m in rig.shared.drain()] == list(range(sent_commands))
 
     expected = b"".join(accepted)
     # A window this small leaves the robot probing it with backed-off timers: open it up to read.
@@ -609,13 +617,13 @@ def test_frame_larger_than_the_parser_buffer_is_counted_and_nothing_else_lost(
         sock.sendall(before + too_big + b"".join(after))
         wait_until(lambda: len(rig.packets) == 3)
         assert rig.packets == [before, *after]
-        parser = rig.dispatcher.parser
+        parser = rig.tcp_parser()
         assert parser.error_counts[PacketError.TOO_MANY_MESSAGES] == 1
         status = rig.tcp.status()
         assert status.parse_errors == parser.errors >= 1
         assert parser.buffered == 0 and parser.packets == 3
         assert status.handshaken and status.discarded_bytes == 0 and status.disconnects == 0
-        assert [ident(m) for m in rig.queue.drain()] == [0, 1, 2, 10, 11, 20, 21, 22, 23, 24]
+        assert [ident(m) for m in rig.shared.drain()] == [0, 1, 2, 10, 11, 20, 21, 22, 23, 24]
 
 
 def test_queue_capacity_refuses_the_excess_and_runs_the_200_in_order(rigs: Callable[..., Rig]) -> None:
@@ -637,7 +645,7 @@ def test_queue_capacity_refuses_the_excess_and_runs_the_200_in_order(rigs: Calla
                 seen = len(rig.packets)
                 sock.sendall(KEEPALIVE)
                 wait_until(lambda seen=seen: len(rig.packets) == seen + 1)
-            active = rig.queue.update(rig.clock())
+            active = rig.shared.update(rig.clock())
             if k < 200:
                 assert rig.queue.active_started_at == pytest.approx(t0 + 0.02 * k, abs=1e-6)
             executed.append(ident(active))

@@ -24,8 +24,8 @@ import pytest
 from support import free_port
 from wpilib.simulation import DriverStationSim, stepTiming
 
-from bcnp.cli import main
-from bcnp.plot import DEFAULT_TRACK_WIDTH_M, load_run, odometry
+from bcnp.host.cli import main
+from bcnp.host.plot import DEFAULT_TRACK_WIDTH_M, load_run, odometry
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bcnp.paths import PathCommand, PathError, load_path, parse_path
-from bcnp.replay import Schedule, due
+from bcnp.host.paths import PathCommand, PathError, load_path, parse_path
+from bcnp.host.replay import Schedule, due
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "paths").iterdir())

@@ -21,8 +21,8 @@ from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
 import bcnp
 import physics
-from bcnp.client import Client, SchemaMismatchError
-from bcnp.messages import SCHEMA, DriveCmd
+from bcnp.host.client import Client, SchemaMismatchError
+from messages import SCHEMA, DriveCmd
 
 TICK = 0.02
 
@@ -301,7 +301,7 @@ def test_f_a_peer_with_the_wrong_hash_moves_nothing(sim: Sim, test_schema: bcnp.
     assert sim.motors() == (0.0, 0.0) and abs(sim.travelled()) < 1e-6
     assert sim.number("Network/HandshakeRejects") == 2
     assert sim.string("Network/RemoteSchemaHash") == "0x12345678"
-    assert sim.number("Network/MessagesRx") == 0 and sim.link.dispatcher.parser.bytes_received == 0
+    assert sim.number("Network/MessagesRx") == 0 and sim.link.counter("bytes_in") == 0
 
 
 # -- (g) timing ------------------------------------------------------------------------------------------

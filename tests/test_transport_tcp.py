@@ -15,6 +15,7 @@ import pytest
 from support import FakeClock, open_fds, peer_closed, recv_exactly, wait_until
 
 import bcnp
+from bcnp.connection import Connection
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, encode_handshake, encode_packet
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
 
@@ -115,7 +116,7 @@ def test_bad_handshake_is_rejected_and_no_byte_reaches_the_parser(
     wait_until(lambda: robot.server.status().handshake_rejects == 1)
     status = robot.server.status()
     assert not status.handshaken and status.controllers == 0
-    assert robot.dispatcher.parser.bytes_received == 0 and robot.packets == []
+    assert robot.server.counters.bytes_in == 0 and robot.packets == []
     ours = f"0x{robot.schema.hash:08X}"
     theirs = f"0x{int.from_bytes(handshake[4:], 'big'):08X}"
     assert reason in status.last_reject
@@ -140,7 +141,7 @@ def test_slow_handshake_is_closed_after_the_deadline(schema: bcnp.Schema) -> Non
         sock.close()
         status = robot.server.status()
         assert status.handshake_timeouts == 1 and "4 of 8 bytes" in status.last_reject
-        assert robot.dispatcher.parser.bytes_received == 0
+        assert robot.server.counters.bytes_in == 0
         # The slot is free: a prompt controller gets in.
         with robot.connect():
             assert robot.server.status().controllers == 1
@@ -154,7 +155,7 @@ def test_bytes_after_the_handshake_in_the_same_segment_are_data(robot: Robot) ->
     sock.sendall(hs + drive_packet(robot.schema, 2) + drive_packet(robot.schema))
     wait_until(lambda: len(robot.packets) == 2)
     assert [p.count for p in robot.packets] == [2, 3]
-    assert robot.dispatcher.parse_errors == 0
+    assert robot.server.counters.parse_errors == 0
     sock.close()
 
 
@@ -177,17 +178,17 @@ def test_peer_vanishing_mid_packet_resets_the_link(robot: Robot) -> None:
     packet = drive_packet(robot.schema, 5)
     sock = robot.connect()
     sock.sendall(packet[:20])
-    wait_until(lambda: robot.dispatcher.parser.buffered == 20)
+    wait_until(lambda: robot.server.buffered == 20)
     sock.close()
     wait_until(lambda: robot.server.status().disconnects == 1)
     status = robot.server.status()
     assert not status.handshaken and status.peer == "" and status.discarded_bytes == 20
-    assert robot.dispatcher.parser.buffered == 0
+    assert robot.server.buffered == 0
     # The next controller starts clean: its packet parses, no error from the stale half.
     with robot.connect() as sock2:
         sock2.sendall(packet)
         wait_until(lambda: len(robot.packets) == 1)
-    assert robot.dispatcher.parse_errors == 0 and robot.packets[0].count == 5
+    assert robot.server.counters.parse_errors == 0 and robot.packets[0].count == 5
 
 
 def test_second_controller_is_refused_and_the_first_undisturbed(robot: Robot) -> None:
@@ -382,17 +383,40 @@ def test_port_in_use_raises_at_start(robot: Robot) -> None:
     assert not other.running
 
 
-def test_a_failing_sink_is_counted_and_the_thread_lives_on(robot: Robot) -> None:
+def test_a_failing_sink_is_counted_and_the_stream_goes_on(robot: Robot) -> None:
     calls = []
-    real_push = robot.dispatcher.push
+    real_dispatch = robot.dispatcher.dispatch
 
-    def flaky_push(data: bytes, now: float) -> None:
+    def flaky_dispatch(packet: bcnp.PacketView, now: float) -> None:
+        calls.append(packet.count)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        real_dispatch(packet, now)
+
+    robot.dispatcher.dispatch = flaky_dispatch  # type: ignore[method-assign]
+    server = TcpServer(robot.dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=robot.clock)
+    robot.server.stop()
+    robot.server = server
+    server.start()
+    with robot.connect() as sock:
+        sock.sendall(drive_packet(robot.schema))
+        wait_until(lambda: server.link is not None and server.link.parser.callback_errors == 1)
+        sock.sendall(drive_packet(robot.schema, 2))
+        wait_until(lambda: len(robot.packets) == 1)
+    assert robot.packets[0].count == 2 and calls == [3, 2] and server.running
+
+
+def test_an_unexpected_error_in_the_receive_thread_is_counted_and_the_thread_lives_on(robot: Robot) -> None:
+    calls = []
+    real_feed = robot.server._feed
+
+    def flaky_feed(link: Connection, data: bytes, now: float) -> None:
         calls.append(len(data))
         if len(calls) == 1:
             raise RuntimeError("boom")
-        real_push(data, now)
+        real_feed(link, data, now)
 
-    robot.dispatcher.push = flaky_push  # type: ignore[method-assign]
+    robot.server._feed = flaky_feed  # type: ignore[method-assign]
     with robot.connect() as sock:
         sock.sendall(drive_packet(robot.schema))
         wait_until(lambda: robot.server.status().internal_errors == 1)
@@ -445,4 +469,4 @@ def test_a_flood_does_not_keep_the_thread_from_stop_or_new_connections(schema: b
         robot.server.stop()
         flooder.kill()
         flooder.wait(5)
-    assert robot.dispatcher.parse_errors == 0 and robot.queue.metrics.overflows > 0
+    assert robot.server.counters.parse_errors == 0 and robot.queue.metrics.overflows > 0

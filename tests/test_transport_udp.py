@@ -93,7 +93,7 @@ def test_datagrams_before_pairing_are_dropped_never_parsed(robot: Robot) -> None
         wait_until(lambda: robot.server.status().unpaired_datagrams == 4)
     status = robot.server.status()
     assert not status.handshaken and status.handshake_rejects == 0
-    assert robot.dispatcher.parser.bytes_received == 0
+    assert robot.server.counters.bytes_in == 0
 
 
 def test_wrong_hash_is_rejected_but_answered_with_our_hash(
@@ -110,7 +110,7 @@ def test_wrong_hash_is_rejected_but_answered_with_our_hash(
     assert status.remote_hash == 0x12345678
     assert "0x12345678" in status.last_reject and f"0x{robot.schema.hash:08X}" in status.last_reject
     assert any("0x12345678" in r.getMessage() for r in caplog.records)
-    assert robot.dispatcher.parser.bytes_received == 0
+    assert robot.server.counters.bytes_in == 0
 
 
 def test_foreign_sources_are_ignored_while_locked(robot: Robot) -> None:
@@ -123,7 +123,7 @@ def test_foreign_sources_are_ignored_while_locked(robot: Robot) -> None:
             intruder.recv(100)  # no answer to a second peer
         owner.send(drive_packet(robot.schema, 2))
         wait_until(lambda: len(robot.packets) == 1)
-    assert robot.packets[0].count == 2 and robot.dispatcher.parse_errors == 0
+    assert robot.packets[0].count == 2 and robot.server.counters.parse_errors == 0
     assert robot.server.status().controllers == 1
 
 
@@ -135,7 +135,7 @@ def test_handshake_from_the_locked_peer_is_answered_not_parsed(robot: Robot) -> 
         robot.clock.advance(3.0)  # 6 s since pairing but 3 s since the re-handshake
         time.sleep(0.1)
         assert robot.server.status().handshaken
-    assert robot.dispatcher.parser.bytes_received == 0
+    assert robot.server.counters.bytes_in == 0
     assert robot.server.status().controllers == 1
 
 

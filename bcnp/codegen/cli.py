@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 #: The project's own generated files, relative to the root.
 PROJECT_OUTPUTS: dict[str, Callable[[Schema], str]] = {
-    "bcnp/messages.py": render_typed_module,
+    "messages.py": render_typed_module,
     "schema/bcnp_schema.json": lambda _schema: render_json_schema(),
 }
 
@@ -30,7 +30,7 @@ examples:
   python schema/bcnp_codegen.py schema/messages.json --cpp src/generated --python host
       write src/generated/bcnp/message_types.h and host/bcnp_messages.py
   python schema/bcnp_codegen.py schema/messages.json --project
-      regenerate the project's own files: bcnp/messages.py, schema/bcnp_schema.json
+      regenerate the project's own files: messages.py, schema/bcnp_schema.json
   python schema/bcnp_codegen.py schema/messages.json --check
       exit 1, naming each stale file, if a project file differs from what the schema gives
 
@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--project",
         action="store_true",
-        help="write the project's own generated files (bcnp/messages.py, schema/bcnp_schema.json)",
+        help="write the project's own generated files (messages.py, schema/bcnp_schema.json)",
     )
     parser.add_argument(
         "--check",

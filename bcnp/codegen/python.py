@@ -8,7 +8,7 @@
   unchanged. Unlike the reference's it checks the CRC with ``zlib``, rounds
   float32 half away from zero (the C++ ``llround`` bytes) and raises
   ``ValueError`` on out-of-range values.
-* :func:`render_typed_module` → the project's ``bcnp/messages.py``: the schema
+* :func:`render_typed_module` → the project's ``messages.py``: the schema
   embedded as data, loaded by the runtime at import, and typed classes for
   mypy that are the runtime's own message classes.
 """
@@ -302,7 +302,7 @@ def schema_document(schema: Schema) -> dict[str, object]:
 
 
 def render_typed_module(schema: Schema) -> str:
-    """The project's ``bcnp/messages.py``: the schema as data plus typed classes."""
+    """The project's ``messages.py`` (this robot's messages, beside robot.py): the schema as data plus typed classes."""
     document = pprint.pformat(schema_document(schema), indent=4, width=100, sort_dicts=False)
     out = [
         f'"""Typed messages of {source_name(schema)} (schema hash 0x{schema.hash:08X}).',
@@ -317,7 +317,7 @@ def render_typed_module(schema: Schema) -> str:
         "",
         "from typing import TYPE_CHECKING, Any",
         "",
-        "from .schema import Message, MessageSpec, Schema, load_schema",
+        "from bcnp.schema import Message, MessageSpec, Schema, load_schema",
         "",
         f"SCHEMA_HASH = 0x{schema.hash:08X}",
         "",

@@ -1,35 +1,38 @@
-"""Robot-side transports: thin shells between sockets and the sans-I/O core.
+"""Robot-side transports: socket loops around :class:`~bcnp.connection.Connection`.
 
-* :class:`TcpServer` and :class:`UdpServer` gate every peer on the schema
-  handshake, serve one controller at a time and feed its bytes to a
-  :class:`~bcnp.dispatcher.Dispatcher` from a daemon receive thread.
+* :class:`TcpServer` and :class:`UdpServer` serve one controller at a time,
+  each peer's handshake and framing decided by its own ``Connection``, and
+  hand every packet to a :class:`~bcnp.dispatcher.Dispatcher` from a daemon
+  receive thread.
 * :class:`ControllerSlot` shared by both servers makes "one controller" hold
   across transports.
-* :class:`TransportStatus` is the snapshot a robot publishes.
+* :class:`TransportConfig` holds a server's knobs, :class:`TransportCounters`
+  its counters, :class:`TransportStatus` a snapshot a robot publishes.
+* :class:`SharedQueue` is the command queue under a lock, for a queue fed by a
+  receive thread and run by the robot loop.
 * :class:`LoopPriority` lets the robot loop run its tick ahead of a flood.
 """
 
-from .base import (
-    DEFAULT_PORT,
-    Clock,
-    ControllerSlot,
-    LoopPriority,
-    PacketSink,
-    TransportConfig,
-    TransportStatus,
-)
+from ..defaults import PORT as DEFAULT_PORT
+from .base import Clock, ControllerSlot, LoopPriority, PacketSink, format_address
+from .config import COUNTER_NAMES, TransportConfig, TransportCounters, TransportStatus
+from .shared_queue import SharedQueue
 from .tcp import TcpServer
 from .udp import MAX_DATAGRAM, UdpServer
 
 __all__ = [
+    "COUNTER_NAMES",
     "DEFAULT_PORT",
     "MAX_DATAGRAM",
     "Clock",
     "ControllerSlot",
     "LoopPriority",
     "PacketSink",
+    "SharedQueue",
     "TcpServer",
     "TransportConfig",
+    "TransportCounters",
     "TransportStatus",
     "UdpServer",
+    "format_address",
 ]

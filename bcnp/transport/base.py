@@ -1,8 +1,11 @@
-"""What the TCP and UDP servers share: config, status, the controller slot.
+"""What the TCP and UDP servers share: the socket loop's thread, the controller
+slot, the robot-loop priority, counters and status.
 
-Implements the robot side of "Handshake Protocol" and "Transport Adapters" in
-the BCNP 3.2.2 overview, with the reference's limits (one controller, zombie
-timeout, bounded send buffer) and without its defects (see the servers).
+Implements the robot side of "Transport Adapters" in the BCNP 3.2.2 overview,
+with the reference's limits (one controller, zombie timeout, bounded send
+buffer). The protocol itself (handshake, framing, liveness) is decided by a
+:class:`~bcnp.connection.Connection` per peer; a server only moves bytes
+between its socket and that object and acts on what it returns.
 """
 
 from __future__ import annotations
@@ -16,24 +19,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..connection import Connection, HandshakeAccepted, HandshakeRejected
+from ..parser import SEARCH_STEP
 from ..schema import Schema
-from ..wire import HANDSHAKE_MAGIC, HANDSHAKE_SIZE
+from ..wire import ErrorInfo, PacketView
+from .config import COUNTER_NAMES, TransportConfig, TransportCounters, TransportStatus
 
 __all__ = [
-    "DEFAULT_PORT",
     "Clock",
     "ControllerSlot",
     "LoopPriority",
     "PacketSink",
-    "TransportConfig",
-    "TransportStatus",
+    "ServerBase",
     "format_address",
 ]
-
-DEFAULT_PORT = 5800
 
 #: Seconds, monotonic. The robot passes FPGA time so simulated time drives every timeout.
 Clock = Callable[[], float]
@@ -42,91 +43,14 @@ log = logging.getLogger("bcnp.transport")
 
 
 class PacketSink(Protocol):
-    """Where a transport delivers bytes: a :class:`~bcnp.dispatcher.Dispatcher`."""
+    """Where a server delivers packets: a :class:`~bcnp.dispatcher.Dispatcher`."""
 
     schema: Schema
+    connection_timeout: float
+    max_buffer: int | None
+    max_messages: int
 
-    def push(self, data: bytes, now: float) -> None: ...
-
-    def reset(self) -> None: ...
-
-    @property
-    def parse_errors(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class TransportConfig:
-    """Limits of one server. Times are seconds of the server's clock.
-
-    ``handshake_timeout``, ``max_pending`` and ``send_buffer_limit`` apply to
-    TCP; UDP sends one datagram per packet and keeps no buffer of its own.
-    """
-
-    host: str = "0.0.0.0"
-    port: int = DEFAULT_PORT
-    #: A TCP peer must complete its 8-byte handshake within this time.
-    handshake_timeout: float = 2.0
-    #: A controller that sends nothing for this long is dropped (TCP) or unlocked (UDP).
-    idle_timeout: float = 5.0
-    #: Bytes a stalled peer may leave queued before new packets are refused.
-    #: A packet larger than this is still accepted onto an empty buffer, so one
-    #: packet of any legal size can always be sent.
-    send_buffer_limit: int = 1 << 20
-    #: The kernel send buffer asked for each accepted TCP connection (SO_SNDBUF;
-    #: Linux doubles it for bookkeeping). Without it Linux grows the buffer to
-    #: megabytes for a peer that never reads. 0 leaves the kernel's default.
-    socket_send_buffer: int = 64 * 1024
-    #: Connections allowed to be mid-handshake at once; more are closed at accept.
-    max_pending: int = 4
-    #: Longest wait of the receive thread between timeout checks (wall seconds).
-    poll_interval: float = 0.05
-    #: Bytes asked of the kernel per read (TCP).
-    recv_size: int = 256 * 1024
-    #: Added to the receive thread's nice value where the OS allows it (Linux):
-    #: when the CPUs are busy, the scheduler runs the robot loop first and a
-    #: flood is parsed with what is left. 0 leaves the priority alone.
-    receive_nice: int = 5
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.port <= 0xFFFF:
-            raise ValueError(f"port must be 0..65535, got {self.port}")
-        for name in ("handshake_timeout", "idle_timeout", "poll_interval"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0 seconds")
-        if self.send_buffer_limit < 0 or self.socket_send_buffer < 0:
-            raise ValueError("send_buffer_limit and socket_send_buffer must be >= 0")
-        if self.max_pending < 1 or self.recv_size < 1:
-            raise ValueError("max_pending and recv_size must be >= 1")
-
-
-@dataclass(frozen=True)
-class TransportStatus:
-    """A snapshot of one server, cheap enough to take every robot tick."""
-
-    transport: str  # "tcp" or "udp"
-    running: bool
-    port: int  # the bound port (useful when configured as 0)
-    local_hash: int
-    handshaken: bool  # a controller completed the handshake and still owns the link
-    peer: str  # "ip:port" of that controller, "" when none
-    remote_hash: int | None  # hash field of the last handshake received (good or bad)
-    controllers: int  # controllers that completed a handshake since start
-    bytes_in: int  # bytes handed to the parser
-    bytes_out: int  # bytes the kernel accepted from us (handshakes included)
-    packets_out: int  # packets accepted by send()
-    handshake_rejects: int  # wrong magic or wrong hash
-    handshake_timeouts: int  # TCP: no complete handshake within the deadline
-    refused: int  # connections or handshakes refused because another controller owns the link
-    idle_drops: int  # controllers dropped (TCP) or unlocked (UDP) after idle_timeout
-    disconnects: int  # controllers that closed or reset the connection
-    discarded_bytes: int  # bytes of a partial frame dropped when a link reset
-    foreign_datagrams: int  # UDP: datagrams from a source other than the locked peer
-    unpaired_datagrams: int  # UDP: non-handshake datagrams before pairing
-    send_refused: int  # packets refused because the send buffer was full
-    send_failures: int  # packets not sent for any other reason (no peer, too large, OS error)
-    internal_errors: int  # unexpected exceptions caught in the receive thread
-    parse_errors: int  # the dispatcher's parser errors
-    last_reject: str = field(default="")  # why the last handshake or peer was refused
+    def dispatch(self, packet: PacketView, now: float) -> None: ...
 
 
 class ControllerSlot:
@@ -257,20 +181,6 @@ def format_address(address: tuple[object, ...] | None) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def describe_handshake(data: bytes, local_hash: int) -> tuple[int | None, str | None]:
-    """Check an 8-byte handshake: ``(remote_hash, None)`` when it matches,
-    else ``(remote hash field or None, reason naming both hashes)``."""
-    magic, remote = data[:4], int.from_bytes(data[4:HANDSHAKE_SIZE], "big")
-    if magic != HANDSHAKE_MAGIC:
-        return None, (
-            f"not a BCNP handshake: magic {magic!r} is not {HANDSHAKE_MAGIC!r} "
-            f"(hash field 0x{remote:08X}, ours 0x{local_hash:08X})"
-        )
-    if remote != local_hash:
-        return remote, f"schema hash mismatch: peer 0x{remote:08X}, ours 0x{local_hash:08X}"
-    return remote, None
-
-
 class RateLimitedLog:
     """Warnings at most once per ``interval`` wall seconds; the rest are counted."""
 
@@ -318,11 +228,13 @@ class Waker:
 
 
 class ServerBase:
-    """Thread, wake-up and counters common to the TCP and UDP servers.
+    """Thread, wake-up, counters and controller bookkeeping common to both servers.
 
     Subclasses open their socket in :meth:`_open`, serve it in :meth:`_serve`
     (one call per wake-up of the receive thread) and close what they own in
-    :meth:`_close_all`.
+    :meth:`_close_all`. ``pause`` (a :meth:`LoopPriority.pause`) is called at
+    every safe point of the receive thread: before each read, each packet,
+    each parse error, and every ``SEARCH_STEP`` bytes fed to a link.
     """
 
     kind = ""
@@ -335,6 +247,7 @@ class ServerBase:
         clock: Clock = time.monotonic,
         slot: ControllerSlot | None = None,
         on_controller_change: Callable[[], object] | None = None,
+        pause: Callable[[], object] | None = None,
     ) -> None:
         self.sink = sink
         self.config = config if config is not None else TransportConfig()
@@ -344,8 +257,9 @@ class ServerBase:
         #: any byte of a new controller is delivered: the robot drops the previous
         #: controller's queued commands here, so a new one never inherits them.
         self.on_controller_change = on_controller_change
+        self.pause = pause
         self.local_hash = sink.schema.hash
-        self._handshake = HANDSHAKE_MAGIC + self.local_hash.to_bytes(4, "big")
+        self.counters = TransportCounters()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._waker: Waker | None = None
@@ -354,28 +268,25 @@ class ServerBase:
         # so a send never reaches a socket that is being closed.
         self._send_lock = threading.Lock()
         self._log = RateLimitedLog(log)
+        #: The controller's link and address while one owns this server.
+        self._link: Connection | None = None
         self._peer: tuple[object, ...] | None = None
         self.remote_hash: int | None = None
         self.last_reject = ""
         self.last_internal_error: BaseException | None = None
         self.last_send_error: BaseException | None = None
-        self.controllers = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.packets_out = 0
-        self.handshake_rejects = 0
-        self.handshake_timeouts = 0
-        self.refused = 0
-        self.idle_drops = 0
-        self.disconnects = 0
-        self.discarded_bytes = 0
-        self.foreign_datagrams = 0
-        self.unpaired_datagrams = 0
-        self.send_refused = 0
-        self.send_failures = 0
-        self.internal_errors = 0
         #: Nice increase the receive thread applied to itself (see TransportConfig.receive_nice).
         self.receive_nice = 0
+        dispatch = sink.dispatch
+        if pause is None:
+            self._on_packet: Callable[[PacketView, float], object] = dispatch
+        else:
+
+            def on_packet(packet: PacketView, now: float) -> None:
+                pause()  # the robot loop first (LoopPriority)
+                dispatch(packet, now)
+
+            self._on_packet = on_packet
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -438,14 +349,13 @@ class ServerBase:
                 try:
                     self._serve(waker)
                 except Exception as exc:  # the link must outlive any one bad event
-                    self.internal_errors += 1
+                    self.counters.internal_errors += 1
                     self.last_internal_error = exc
                     log.exception("BCNP %s receive thread: unexpected error (continuing)", self.kind)
                     self._stopping.wait(self.config.poll_interval)
         finally:
             # The thread owns its sockets: nothing closes them under its feet.
-            with self._send_lock:
-                self._close_all()
+            self._close_all()
             waker.close()
 
     # -- subclass hooks ----------------------------------------------------------
@@ -461,69 +371,135 @@ class ServerBase:
         raise NotImplementedError
 
     def _close_all(self) -> None:
-        """Close every socket and selector, release the slot (send lock held)."""
+        """Close every socket and selector, release the slot; a socket that ``send``
+        uses is closed under the send lock."""
         raise NotImplementedError
 
-    # -- shared helpers ------------------------------------------------------------
+    # -- links -------------------------------------------------------------------
 
-    def _reject(self, peer: tuple[object, ...], reason: str) -> None:
-        self.handshake_rejects += 1
-        self.last_reject = f"{format_address(peer)}: {reason}"
-        self._log.warning("BCNP %s: rejected %s", self.kind, self.last_reject)
+    def _new_link(self, now: float, *, datagrams: bool = False) -> Connection:
+        """A link for a new peer, delivering its packets to the sink."""
+        sink, cfg = self.sink, self.config
+        return Connection(
+            sink.schema,
+            opened_at=now,
+            on_packet=self._on_packet,
+            on_error=self._on_parse_error,
+            handshake_timeout=cfg.handshake_timeout,
+            idle_timeout=cfg.idle_timeout,
+            link_timeout=sink.connection_timeout,
+            datagrams=datagrams,
+            max_buffer=sink.max_buffer,
+            max_messages=sink.max_messages,
+        )
 
-    def _end_controller(self) -> None:
-        """The controller went away: nobody to send to, its partial frame
-        dropped, then the slot freed (not before: another server could take it
-        and push while the parser is being reset)."""
-        self._peer = None
-        self._reset_sink()
+    def _on_parse_error(self, info: ErrorInfo) -> None:
+        pause = self.pause
+        if pause is not None:
+            pause()
+        self.counters.parse_errors += 1
+
+    def _feed(self, link: Connection, data: bytes, now: float) -> None:
+        """Hand received bytes to the controller's link, ``SEARCH_STEP`` bytes at a time
+        when the robot loop may need the interpreter (one push searches only its own bytes)."""
+        self.counters.bytes_in += len(data)
+        pause = self.pause
+        if pause is None or len(data) <= SEARCH_STEP:
+            link.receive_data(data, now)
+            return
+        with memoryview(data) as view:
+            for start in range(0, len(data), SEARCH_STEP):
+                if start:
+                    pause()
+                link.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
+
+    def _take_controller(self, link: Connection, peer: tuple[object, ...], now: float) -> None:
+        """A verified peer becomes the controller (slot already held): the previous
+        controller's commands go first, then whatever the peer sent behind its handshake."""
+        self._controller_changed()
+        with self._send_lock:
+            self._link = link
+            self._peer = peer
+        self.counters.controllers += 1
+        self.counters.bytes_in += link.accept(now)
+
+    def _end_controller(self, counter: str | None = None) -> None:
+        """The controller went away: nobody to send to, its partial frame and its
+        commands dropped, the slot freed (after those: another server could take
+        it and deliver), then ``counter`` counted, so whoever sees the count sees
+        the link free."""
+        with self._send_lock:
+            link, self._link, self._peer = self._link, None, None
+        if link is not None:
+            self.counters.discarded_bytes += link.close()
+        self._controller_changed()
         self.slot.release(self)
+        if counter is not None:
+            setattr(self.counters, counter, getattr(self.counters, counter) + 1)
 
-    def _sink_pause(self) -> Callable[[], object] | None:
-        """The sink's ``pause`` hook (a Dispatcher's, see LoopPriority), if it has one."""
-        pause: Callable[[], object] | None = getattr(self.sink, "pause", None)
-        return pause
-
-    def _reset_sink(self) -> None:
-        """A controller came or went: drop any partial frame and restart the parser."""
-        parser = getattr(self.sink, "parser", None)
-        if parser is not None:
-            self.discarded_bytes += parser.buffered
-        self.sink.reset()
+    def _controller_changed(self) -> None:
         callback = self.on_controller_change
         if callback is not None:
             try:
                 callback()
             except Exception as exc:  # a broken callback must not take the link down
-                self.internal_errors += 1
+                self.counters.internal_errors += 1
                 self.last_internal_error = exc
                 log.exception("BCNP %s: on_controller_change failed", self.kind)
 
+    def _note_handshake(
+        self, outcome: HandshakeAccepted | HandshakeRejected, peer: tuple[object, ...]
+    ) -> None:
+        """Keep the peer's hash; count and log a refusal."""
+        if outcome.remote_hash is not None:
+            self.remote_hash = outcome.remote_hash
+        if isinstance(outcome, HandshakeRejected):
+            self.counters.handshake_rejects += 1
+            self._refuse(peer, outcome.reason)
+
+    def _refuse(self, peer: tuple[object, ...], reason: str) -> None:
+        self.last_reject = f"{format_address(peer)}: {reason}"
+        self._log.warning("BCNP %s: refused %s", self.kind, self.last_reject)
+
+    # -- state (any thread) ----------------------------------------------------------
+
+    @property
+    def handshaken(self) -> bool:
+        """A controller completed the handshake and still owns this server's link."""
+        return self._peer is not None
+
+    @property
+    def peer(self) -> str:
+        return format_address(self._peer)
+
+    @property
+    def link(self) -> Connection | None:
+        """The controller's link (its parser, liveness), ``None`` while no controller."""
+        return self._link
+
+    @property
+    def buffered(self) -> int:
+        """Bytes the controller's link holds for an incomplete frame."""
+        link = self._link
+        return link.parser.buffered if link is not None else 0
+
+    def link_alive(self, now: float) -> bool:
+        """This server's controller sent a packet within the link timeout."""
+        link = self._link
+        return link is not None and link.link_alive(now)
+
     def status(self) -> TransportStatus:
-        peer = self._peer
-        return TransportStatus(
+        counters = self.counters
+        status = TransportStatus(
             transport=self.kind,
             running=self.running,
             port=self._port,
             local_hash=self.local_hash,
-            handshaken=peer is not None,
-            peer=format_address(peer),
+            handshaken=self._peer is not None,
+            peer=format_address(self._peer),
             remote_hash=self.remote_hash,
-            controllers=self.controllers,
-            bytes_in=self.bytes_in,
-            bytes_out=self.bytes_out,
-            packets_out=self.packets_out,
-            handshake_rejects=self.handshake_rejects,
-            handshake_timeouts=self.handshake_timeouts,
-            refused=self.refused,
-            idle_drops=self.idle_drops,
-            disconnects=self.disconnects,
-            discarded_bytes=self.discarded_bytes,
-            foreign_datagrams=self.foreign_datagrams,
-            unpaired_datagrams=self.unpaired_datagrams,
-            send_refused=self.send_refused,
-            send_failures=self.send_failures,
-            internal_errors=self.internal_errors,
-            parse_errors=self.sink.parse_errors,
             last_reject=self.last_reject,
         )
+        for name in COUNTER_NAMES:
+            setattr(status, name, getattr(counters, name))
+        return status

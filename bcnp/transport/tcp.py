@@ -2,9 +2,10 @@
 
 Implements the TCP row of "Handshake Protocol" in the BCNP 3.2.2 overview:
 both sides send the 8-byte handshake on connect and nothing streams before the
-peer's hash matched. Unlike the reference, the magic is checked, and not one
-byte from a peer whose handshake failed reaches the parser. Bytes that follow
-the handshake in the same segment are data.
+peer's hash matched. Each connection is a :class:`~bcnp.connection.Connection`,
+which decides the handshake (the magic is checked too) and frames packets; not
+one byte from a peer whose handshake failed reaches the parser. Bytes that
+follow the handshake in the same segment are data.
 
 Outgoing packets (telemetry) are written from the robot thread without
 blocking: what the kernel does not take at once waits in a bounded buffer that
@@ -20,24 +21,23 @@ import time
 from collections import deque
 from typing import Any
 
-from ..queue import elapsed_over
-from .base import ServerBase, Waker, describe_handshake, format_address, log
+from ..connection import Connection, HandshakeRejected, IdleTimeout
+from .base import ServerBase, Waker, format_address, log
 
 __all__ = ["TcpServer"]
 
-_HANDSHAKE_SIZE = 8
 _LISTEN, _WAKE = "listen", "wake"
 
 
-class _Connection:
-    __slots__ = ("sock", "peer", "opened", "last_rx", "handshake", "out", "out_bytes", "writing")
+class _Peer:
+    """The socket side of one accepted connection; its protocol state is ``link``."""
 
-    def __init__(self, sock: socket.socket, peer: tuple[object, ...], now: float) -> None:
+    __slots__ = ("sock", "address", "link", "out", "out_bytes", "writing")
+
+    def __init__(self, sock: socket.socket, address: tuple[object, ...], link: Connection) -> None:
         self.sock = sock
-        self.peer = peer
-        self.opened = now
-        self.last_rx = now
-        self.handshake = bytearray()
+        self.address = address
+        self.link = link
         self.out: deque[memoryview] = deque()
         self.out_bytes = 0
         self.writing = False  # registered for EVENT_WRITE
@@ -58,8 +58,8 @@ class TcpServer(ServerBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: list[_Connection] = []
-        self._controller: _Connection | None = None
+        self._pending: list[_Peer] = []
+        self._controller: _Peer | None = None
         self._accept_paused_until: float | None = None
 
     def _open(self, waker: Waker) -> int:
@@ -86,7 +86,7 @@ class TcpServer(ServerBase):
             elif tag is _WAKE:
                 waker.drain()
             else:
-                conn: _Connection = tag
+                conn: _Peer = tag
                 if mask & selectors.EVENT_WRITE:
                     self._flush(conn)
                 if mask & selectors.EVENT_READ and conn.sock.fileno() >= 0:
@@ -118,11 +118,9 @@ class TcpServer(ServerBase):
             if busy or len(self._pending) >= self.config.max_pending:
                 # One controller at a time: close at once, without our handshake,
                 # so the refused peer learns nothing and the controller is undisturbed.
-                self.refused += 1
-                owner = "a controller is connected" if busy else "too many pending handshakes"
-                self.last_reject = f"{format_address(peer)}: refused, {owner}"
-                self._log.warning("BCNP tcp: %s", self.last_reject)
-                sock.close()
+                self._refuse(peer, "a controller is connected" if busy else "too many pending handshakes")
+                self.counters.refused += 1
+                sock.close()  # last: whoever sees it closed sees it counted
                 continue
             sock.setblocking(False)
             try:
@@ -131,20 +129,21 @@ class TcpServer(ServerBase):
                     # A refusal (an OS without the option) keeps the kernel's default.
                     with contextlib.suppress(OSError):
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
-                sent = sock.send(self._handshake)
+                link = self._new_link(self.clock())
+                sent = sock.send(link.handshake)
             except OSError:
                 sock.close()
                 continue
-            if sent != _HANDSHAKE_SIZE:  # pragma: no cover - 8 bytes always fit a new socket
+            if sent != len(link.handshake):  # pragma: no cover - 8 bytes always fit a new socket
                 sock.close()
                 continue
             with self._send_lock:
-                self.bytes_out += sent
-            conn = _Connection(sock, peer, self.clock())
+                self.counters.bytes_out += sent
+            conn = _Peer(sock, peer, link)
             self._pending.append(conn)
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _read_handshake(self, conn: _Connection) -> None:
+    def _read_handshake(self, conn: _Peer) -> None:
         try:
             data = conn.sock.recv(4096)
         except BlockingIOError:
@@ -152,45 +151,39 @@ class TcpServer(ServerBase):
         except OSError:
             data = b""
         if not data:  # the peer gave up before completing its handshake
+            conn.link.connection_lost()
             self._close_pending(conn)
             return
-        conn.handshake += data
-        if len(conn.handshake) < _HANDSHAKE_SIZE:
-            return
         now = self.clock()
-        remote, reason = describe_handshake(bytes(conn.handshake[:_HANDSHAKE_SIZE]), self.local_hash)
-        if remote is not None:
-            self.remote_hash = remote
-        if reason is not None:
-            self._reject(conn.peer, reason)
+        outcome = conn.link.receive_data(data, now)
+        if outcome is None:
+            return
+        self._note_handshake(outcome, conn.address)
+        if isinstance(outcome, HandshakeRejected):
             self._close_pending(conn)
             return
         if self._controller is not None or not self.slot.acquire(self):
-            self.refused += 1
-            self.last_reject = f"{format_address(conn.peer)}: refused, another controller owns the link"
-            self._log.warning("BCNP tcp: %s", self.last_reject)
+            self._refuse(conn.address, "another controller owns the link")
+            self.counters.refused += 1
             self._close_pending(conn)
             return
         self._pending.remove(conn)
-        rest = bytes(conn.handshake[_HANDSHAKE_SIZE:])
-        conn.handshake = bytearray()
-        conn.last_rx = now
-        self._reset_sink()
         with self._send_lock:
             self._controller = conn
-            self._peer = conn.peer
-        self.controllers += 1
-        log.info("BCNP tcp: controller %s connected (hash 0x%08X)", format_address(conn.peer), remote)
-        if rest:
-            self.bytes_in += len(rest)
-            self.sink.push(rest, now)
+        self._take_controller(conn.link, conn.address, now)
+        log.info(
+            "BCNP tcp: controller %s connected (hash 0x%08X)",
+            format_address(conn.address),
+            outcome.remote_hash,
+        )
 
-    def _read_data(self, conn: _Connection) -> None:
+    def _read_data(self, conn: _Peer) -> None:
         recv = conn.sock.recv
         size = self.config.recv_size
-        push = self.sink.push
+        feed = self._feed
+        link = conn.link
         clock = self.clock
-        pause = self._sink_pause()
+        pause = self.pause
         for _ in range(self.MAX_READS_PER_WAKE):
             if pause is not None:
                 pause()  # no new read while the robot loop runs a tick (LoopPriority)
@@ -199,21 +192,16 @@ class TcpServer(ServerBase):
             except BlockingIOError:
                 return
             except OSError as exc:
-                self.disconnects += 1
-                self._drop(conn, f"reset ({exc})")
+                self._drop(conn, f"reset ({exc})", "disconnects")
                 return
             if not data:
-                self.disconnects += 1
-                self._drop(conn, "closed by peer")
+                self._drop(conn, "closed by peer", "disconnects")
                 return
-            now = clock()
-            conn.last_rx = now
-            self.bytes_in += len(data)
-            push(data, now)
+            feed(link, data, clock())
             if len(data) < size:
                 return
 
-    def _flush(self, conn: _Connection) -> None:
+    def _flush(self, conn: _Peer) -> None:
         with self._send_lock:
             out = conn.out
             while out:
@@ -226,7 +214,7 @@ class TcpServer(ServerBase):
                     out.clear()  # the read side sees the reset and drops the link
                     conn.out_bytes = 0
                     return
-                self.bytes_out += n
+                self.counters.bytes_out += n
                 conn.out_bytes -= n
                 if n < len(chunk):
                     out[0] = chunk[n:]
@@ -244,44 +232,44 @@ class TcpServer(ServerBase):
             conn.writing = want
 
     def _check_timeouts(self, now: float) -> None:
-        cfg = self.config
-        for conn in [c for c in self._pending if elapsed_over(now, c.opened, cfg.handshake_timeout)]:
-            self.handshake_timeouts += 1
-            self.last_reject = (
-                f"{format_address(conn.peer)}: no handshake within {cfg.handshake_timeout:g} s "
-                f"({len(conn.handshake)} of {_HANDSHAKE_SIZE} bytes)"
-            )
-            self._log.warning("BCNP tcp: %s", self.last_reject)
-            self._close_pending(conn)
+        for conn in list(self._pending):
+            outcome = conn.link.check_deadlines(now)
+            if isinstance(outcome, HandshakeRejected):
+                self._refuse(conn.address, outcome.reason)
+                self.counters.handshake_timeouts += 1
+                self._close_pending(conn)
         controller = self._controller
-        if controller is not None and elapsed_over(now, controller.last_rx, cfg.idle_timeout):
-            self.idle_drops += 1
-            self._drop(controller, f"silent for {cfg.idle_timeout:g} s")
+        if controller is not None:
+            event = controller.link.check_deadlines(now)
+            if isinstance(event, IdleTimeout):
+                self._drop(controller, f"silent for {event.idle_timeout:g} s", "idle_drops")
 
-    def _close_pending(self, conn: _Connection) -> None:
+    def _close_pending(self, conn: _Peer) -> None:
         self._pending.remove(conn)
         self._sel.unregister(conn.sock)
         conn.sock.close()
 
-    def _drop(self, conn: _Connection, reason: str) -> None:
-        """The controller went away: free the link for the next one."""
+    def _drop(self, conn: _Peer, reason: str, counter: str) -> None:
+        """The controller went away: free the link for the next one, count why, and
+        close the socket last, so whoever sees it closed sees all of that done."""
         self._sel.unregister(conn.sock)
         with self._send_lock:
-            self._controller = None
-            self._peer = None  # before the close: whoever sees the socket end sees no controller
-            conn.sock.close()
-            conn.out.clear()
-        self._end_controller()
-        log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.peer), reason)
+            self._controller = None  # no send reaches the socket from here on
+        self._end_controller(counter)
+        conn.sock.close()
+        conn.out.clear()
+        log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.address), reason)
 
     def _close_all(self) -> None:
         for conn in self._pending:
             conn.sock.close()
         self._pending.clear()
-        if self._controller is not None:
-            self._controller.sock.close()
-            self._controller = None
+        controller = self._controller
+        if controller is not None:
+            with self._send_lock:
+                self._controller = None
             self._end_controller()
+            controller.sock.close()
         self._sel.close()
         self._listener.close()
 
@@ -298,27 +286,28 @@ class TcpServer(ServerBase):
         size = len(data)
         with self._send_lock:
             conn = self._controller
+            counters = self.counters
             if conn is None:
-                self.send_failures += 1
+                counters.send_failures += 1
                 return False
             if conn.out:
                 if conn.out_bytes + size > self.config.send_buffer_limit:
-                    self.send_refused += 1
+                    counters.send_refused += 1
                     return False
                 conn.out.append(memoryview(data))
                 conn.out_bytes += size
-                self.packets_out += 1
+                counters.packets_out += 1
                 return True
             try:
                 n = conn.sock.send(data)
             except BlockingIOError:
                 n = 0
             except OSError as exc:
-                self.send_failures += 1
+                counters.send_failures += 1
                 self.last_send_error = exc
                 return False
-            self.bytes_out += n
-            self.packets_out += 1
+            counters.bytes_out += n
+            counters.packets_out += 1
             if n == size:
                 return True
             conn.out.append(memoryview(data)[n:])

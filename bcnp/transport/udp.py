@@ -1,7 +1,9 @@
 """UDP server, robot side: handshake pairing and peer lock.
 
-Implements the UDP row of "Handshake Protocol" in the BCNP 3.2.2 overview.
-Unlike the reference, nothing is parsed before pairing: until a peer has sent
+Implements the UDP row of "Handshake Protocol" in the BCNP 3.2.2 overview;
+the handshake is decided and the packets framed by a
+:class:`~bcnp.connection.Connection` for the paired peer. Nothing is parsed
+before pairing: until a peer has sent
 the exact 8-byte handshake with our hash, every datagram is dropped and
 counted. The handshake locks that peer (address and port); datagrams from any
 other source are dropped and counted, never parsed. A locked peer silent for
@@ -19,14 +21,11 @@ import contextlib
 import selectors
 import socket
 
-from ..queue import elapsed_over
-from ..wire import HANDSHAKE_MAGIC, HANDSHAKE_SIZE
-from .base import ServerBase, Waker, describe_handshake, format_address, log
+from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, is_handshake_datagram
+from ..wire import encode_handshake
+from .base import ServerBase, Waker, format_address, log
 
 __all__ = ["MAX_DATAGRAM", "UdpServer"]
-
-#: Largest UDP payload over IPv4 (65,535 - 20 IP - 8 UDP header bytes).
-MAX_DATAGRAM = 65_507
 
 _SOCK, _WAKE = "sock", "wake"
 
@@ -59,7 +58,7 @@ class UdpServer(ServerBase):
         self._sel = selectors.DefaultSelector()
         self._sel.register(sock, selectors.EVENT_READ, _SOCK)
         self._sel.register(waker.reader, selectors.EVENT_READ, _WAKE)
-        self._last_rx = 0.0
+        self._handshake = encode_handshake(self.local_hash)
         return int(sock.getsockname()[1])
 
     def _serve(self, waker: Waker) -> None:
@@ -68,16 +67,14 @@ class UdpServer(ServerBase):
                 self._read()
             else:
                 waker.drain()
-        peer = self._peer
-        if peer is not None and elapsed_over(self.clock(), self._last_rx, self.config.idle_timeout):
-            self.idle_drops += 1
-            self._unlock(f"silent for {self.config.idle_timeout:g} s")
+        link = self._link
+        if link is not None and isinstance(event := link.check_deadlines(self.clock()), IdleTimeout):
+            self._unlock(f"silent for {event.idle_timeout:g} s", "idle_drops")
 
     def _read(self) -> None:
         recvfrom = self._sock.recvfrom
-        push = self.sink.push
         clock = self.clock
-        pause = self._sink_pause()
+        pause = self.pause
         for _ in range(self.MAX_DATAGRAMS_PER_WAKE):
             if pause is not None:
                 pause()  # no new datagram while the robot loop runs a tick (LoopPriority)
@@ -87,78 +84,75 @@ class UdpServer(ServerBase):
                 return
             except OSError:  # e.g. an ICMP error queued on the socket: not data
                 return
-            peer = self._peer
-            if peer is None:
+            peer, link = self._peer, self._link
+            if peer is None or link is None:
                 self._pair(data, source)
                 continue
             if source != peer:
-                self.foreign_datagrams += 1
+                self.counters.foreign_datagrams += 1
                 continue
             now = clock()
-            self._last_rx = now
-            if len(data) == HANDSHAKE_SIZE and data[:4] == HANDSHAKE_MAGIC:
-                remote, reason = describe_handshake(data, self.local_hash)
-                self.remote_hash = remote
-                if reason is None:
-                    self._answer(source)
-                else:
-                    self._reject(source, reason)
+            if is_handshake_datagram(data):
+                outcome = link.receive_datagram(data, now)
+                if outcome is not None:
+                    self._note_handshake(outcome, source)
+                    if not isinstance(outcome, HandshakeRejected):
+                        self._answer(source)
                 continue
-            self.bytes_in += len(data)
-            push(data, now)
+            self._feed(link, data, now)
 
     def _pair(self, data: bytes, source: tuple[object, ...]) -> None:
-        if len(data) != HANDSHAKE_SIZE or data[:4] != HANDSHAKE_MAGIC:
-            self.unpaired_datagrams += 1
+        if not is_handshake_datagram(data):
+            self.counters.unpaired_datagrams += 1
             return
-        remote, reason = describe_handshake(data, self.local_hash)
-        self.remote_hash = remote
-        if reason is not None:
-            self._reject(source, reason)
+        now = self.clock()
+        link = self._new_link(now, datagrams=True)
+        outcome = link.receive_datagram(data, now)
+        if outcome is None:  # pragma: no cover - a handshake datagram always decides a new link
+            return
+        self._note_handshake(outcome, source)
+        if isinstance(outcome, HandshakeRejected):
             # Answer anyway: our hash is what the host needs to report the mismatch.
             self._answer(source)
             return
         if not self.slot.acquire(self):
-            self.refused += 1
-            self.last_reject = f"{format_address(source)}: refused, another controller owns the link"
-            self._log.warning("BCNP udp: %s", self.last_reject)
+            self._refuse(source, "another controller owns the link")
+            self.counters.refused += 1
             return
-        self._reset_sink()
-        self._last_rx = self.clock()
-        with self._send_lock:
-            self._peer = source
-        self.controllers += 1
-        log.info("BCNP udp: paired with %s (hash 0x%08X)", format_address(source), remote)
+        self._take_controller(link, source, now)
+        log.info("BCNP udp: paired with %s (hash 0x%08X)", format_address(source), outcome.remote_hash)
         self._answer(source)
 
     def _answer(self, target: tuple[object, ...]) -> None:
         with self._send_lock:
             try:
-                self.bytes_out += self._sock.sendto(self._handshake, target)
+                self.counters.bytes_out += self._sock.sendto(self._handshake, target)
             except OSError as exc:
-                self.send_failures += 1
+                self.counters.send_failures += 1
                 self.last_send_error = exc
 
-    def _unlock(self, reason: str) -> None:
+    def _unlock(self, reason: str, counter: str | None = None) -> None:
         peer = self._peer
-        self._end_controller()
+        self._end_controller(counter)
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:
         if self._peer is not None:
             self._end_controller()
         self._sel.close()
-        self._sock.close()
+        with self._send_lock:
+            self._sock.close()
 
     # -- robot thread ----------------------------------------------------------------
 
     def send(self, data: bytes) -> bool:
         """Send one packet as one datagram to the locked peer, without blocking."""
         size = len(data)
+        counters = self.counters
         with self._send_lock:
             peer = self._peer
             if peer is None or size > MAX_DATAGRAM:
-                self.send_failures += 1
+                counters.send_failures += 1
                 if peer is not None:
                     self.last_send_error = ValueError(
                         f"packet of {size} bytes does not fit a UDP datagram ({MAX_DATAGRAM})"
@@ -167,12 +161,12 @@ class UdpServer(ServerBase):
             try:
                 n = self._sock.sendto(data, peer)
             except BlockingIOError:
-                self.send_refused += 1
+                counters.send_refused += 1
                 return False
             except OSError as exc:
-                self.send_failures += 1
+                counters.send_failures += 1
                 self.last_send_error = exc
                 return False
-            self.bytes_out += n
-            self.packets_out += 1
+            counters.bytes_out += n
+            counters.packets_out += 1
             return True

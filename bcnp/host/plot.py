@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..defaults import KITBOT_TRACK_WIDTH_M
 from .replay import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
 
 __all__ = ["DEFAULT_TRACK_WIDTH_M", "PlotError", "Run", "integrate", "load_run", "odometry", "plot_run"]
 
-#: The simulated kit-of-parts chassis' track width (constants.TRACK_WIDTH_M on the robot).
-DEFAULT_TRACK_WIDTH_M = 0.6604
+#: The simulated kit-of-parts chassis' track width.
+DEFAULT_TRACK_WIDTH_M = KITBOT_TRACK_WIDTH_M
 REQUIRED = (TIME_COLUMN, *TELEMETRY_COLUMNS, *COMMAND_COLUMNS)
 
 

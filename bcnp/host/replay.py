@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 
+from ..schema import Message, MessageSpec, Schema
+from ..wire import PacketView
 from .client import Client, LinkClosedError
 from .paths import PathCommand
-from .schema import Message, MessageSpec, Schema
-from .wire import PacketView
 
 __all__ = [
     "TELEMETRY_COLUMNS",

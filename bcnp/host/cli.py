@@ -14,12 +14,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..codegen.info import render_info
+from ..defaults import KITBOT_TRACK_WIDTH_M, NT_PORT, PORT
+from ..schema import Message, Schema, SchemaError, load_schema
 from .client import Client, LinkError
-from .codegen.info import render_info
 from .paths import PathError, load_path
 from .replay import Progress, Replay, TelemetryRecorder, telemetry_spec
-from .schema import Message, Schema, SchemaError, load_schema
-from .transport.base import DEFAULT_PORT
 
 __all__ = ["main"]
 
@@ -72,7 +72,8 @@ class UserError(Exception):
 
 def _schema(path: str | None) -> Schema:
     if path is None:
-        from .messages import SCHEMA
+        # This robot's messages, generated from schema/messages.json (the project's messages.py).
+        from messages import SCHEMA
 
         return SCHEMA
     if not Path(path).is_file():
@@ -125,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     monitor.add_argument("--host", default="127.0.0.1", help="NetworkTables server (default 127.0.0.1)")
     monitor.add_argument("--team", type=int, help="find the roboRIO of this team number instead of --host")
-    monitor.add_argument("--port", type=int, default=5810, help="NT4 port (default 5810)")
+    monitor.add_argument("--port", type=int, default=NT_PORT, help=f"NT4 port (default {NT_PORT})")
     monitor.add_argument("--once", action="store_true", help="print one snapshot and exit")
     monitor.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
     monitor.add_argument(
@@ -141,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         "--track-width",
         type=float,
         default=None,
-        help="wheel track in metres for the odometry (default 0.6604, the simulated chassis)",
+        help=f"wheel track in metres for odometry (default {KITBOT_TRACK_WIDTH_M}, the simulated chassis)",
     )
     return parser
 
@@ -157,7 +158,7 @@ def _command(
 
 def _link_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="robot address (default 127.0.0.1, the simulator)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"BCNP port (default {DEFAULT_PORT})")
+    p.add_argument("--port", type=int, default=PORT, help=f"BCNP port (default {PORT})")
     p.add_argument("--udp", action="store_true", help="use UDP instead of TCP")
     p.add_argument("--schema", help="schema JSON file (default: the robot's built-in schema)")
 

@@ -31,17 +31,22 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .parser import StreamParser
-from .schema import Message, MessageSpec, Schema
-from .transport.base import DEFAULT_PORT, Clock, describe_handshake
-from .transport.udp import MAX_DATAGRAM
-from .wire import (
+from ..connection import (
+    MAX_DATAGRAM,
+    Connection,
+    HandshakeAccepted,
+    HandshakeRejected,
+    check_handshake,
+    is_handshake_datagram,
+)
+from ..defaults import PORT, UDP_HANDSHAKE_RETRY_S
+from ..schema import Message, MessageSpec, Schema
+from ..wire import (
     CLEAR_QUEUE,
     HANDSHAKE_SIZE,
     MAX_MESSAGES_PER_PACKET,
     MIN_PACKET_SIZE,
     PacketView,
-    encode_handshake,
     encode_packet,
 )
 
@@ -53,8 +58,8 @@ __all__ = [
     "SchemaMismatchError",
 ]
 
-#: How often an unanswered UDP handshake is repeated while connecting (seconds).
-_UDP_HANDSHAKE_RETRY = 0.2
+#: Seconds, monotonic.
+Clock = Callable[[], float]
 
 
 class LinkError(ConnectionError):
@@ -90,7 +95,7 @@ class Client:
         self,
         schema: Schema,
         host: str = "127.0.0.1",
-        port: int = DEFAULT_PORT,
+        port: int = PORT,
         *,
         udp: bool = False,
         timeout: float = 2.0,
@@ -129,7 +134,7 @@ class Client:
         self._last_send = 0.0
         self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
         self._arrived = threading.Condition()
-        self._parser = StreamParser(schema, self._on_packet)
+        self._link = self._new_link()
         self._keepalive_packet = encode_packet(self.command_spec, ())
         self.bytes_in = 0
         self.bytes_out = 0
@@ -157,16 +162,25 @@ class Client:
 
     @property
     def parse_errors(self) -> int:
-        return self._parser.errors
+        return self._link.parser.errors
+
+    def _new_link(self) -> Connection:
+        return Connection(
+            self.schema,
+            opened_at=self.clock(),
+            on_packet=self._on_packet,
+            handshake_timeout=self.timeout if self.timeout > 0 else 1.0,
+            datagrams=self.udp,
+        )
 
     def connect(self) -> Client:
         """Connect and handshake; raises :class:`LinkError` subclasses. Returns ``self``."""
         if self._sock is not None:
             raise RuntimeError("already connected")
-        sock = self._connect_udp() if self.udp else self._connect_tcp()
-        self._parser.reset()
         with self._arrived:
             self._received.clear()
+        self._link = self._new_link()
+        sock = self._connect_udp() if self.udp else self._connect_tcp()
         self._sock = sock
         self._closed_reason = None
         self._closing.clear()
@@ -183,13 +197,14 @@ class Client:
             self.port,
         )
 
-    def _check_handshake(self, sock: socket.socket, data: bytes) -> None:
-        local = self.schema.hash
-        remote, reason = describe_handshake(data, local)
-        self.remote_hash = remote
-        if reason is not None:
+    def _handshake_outcome(self, sock: socket.socket, outcome: HandshakeAccepted | HandshakeRejected) -> None:
+        """Keep the robot's hash; a refusal closes the socket and raises."""
+        self.remote_hash = outcome.remote_hash
+        if isinstance(outcome, HandshakeRejected):
             sock.close()
-            raise SchemaMismatchError(self.host, self.port, local, remote, reason)
+            raise SchemaMismatchError(
+                self.host, self.port, self.schema.hash, outcome.remote_hash, outcome.reason
+            )
 
     def _connect_tcp(self) -> socket.socket:
         try:
@@ -198,25 +213,27 @@ class Client:
             raise self._unreachable(f"no answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise self._unreachable(exc.strerror or str(exc)) from None
+        link = self._link
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(encode_handshake(self.schema.hash))
-            self.bytes_out += HANDSHAKE_SIZE
-            data = b""
-            while len(data) < HANDSHAKE_SIZE:
+            sock.sendall(link.handshake)
+            self.bytes_out += len(link.handshake)
+            outcome: HandshakeAccepted | HandshakeRejected | None = None
+            while outcome is None:
                 try:
-                    chunk = sock.recv(HANDSHAKE_SIZE - len(data))
+                    chunk = sock.recv(1 << 16)
                 except (ConnectionResetError, BrokenPipeError):
                     chunk = b""
                 if not chunk:
+                    link.connection_lost()
                     raise LinkClosedError(
                         f"the robot at {self.address} closed the connection before its handshake "
                         "(another controller may own the link)",
                         self.host,
                         self.port,
                     )
-                data += chunk
-            self.bytes_in += len(data)
+                self.bytes_in += len(chunk)
+                outcome = link.receive_data(chunk, self.clock())
         except TimeoutError:
             sock.close()
             raise LinkError(
@@ -229,7 +246,8 @@ class Client:
             if isinstance(exc, LinkError):
                 raise
             raise LinkClosedError(f"link to {self.address} failed: {exc}", self.host, self.port) from None
-        self._check_handshake(sock, data)
+        self._handshake_outcome(sock, outcome)
+        link.accept(self.clock())  # telemetry that came with the handshake
         sock.settimeout(None)
         return sock
 
@@ -244,7 +262,7 @@ class Client:
         except OSError as exc:
             sock.close()
             raise self._unreachable(exc.strerror or str(exc)) from None
-        handshake = encode_handshake(self.schema.hash)
+        link = self._link
         deadline = time.monotonic() + self.timeout
         try:
             while True:
@@ -254,9 +272,9 @@ class Client:
                         f"no UDP handshake answer within {self.timeout:g} s; if it is running, another "
                         "controller owns the link (a UDP peer is released after 5 s of silence)"
                     )
-                sock.send(handshake)
-                self.bytes_out += HANDSHAKE_SIZE
-                sock.settimeout(min(left, _UDP_HANDSHAKE_RETRY))
+                sock.send(link.handshake)
+                self.bytes_out += len(link.handshake)
+                sock.settimeout(min(left, UDP_HANDSHAKE_RETRY_S))
                 try:
                     data = sock.recv(65_536)
                 except TimeoutError:
@@ -275,7 +293,10 @@ class Client:
         except BaseException:
             sock.close()
             raise
-        self._check_handshake(sock, data)
+        now = self.clock()
+        outcome = link.receive_datagram(data, now) if is_handshake_datagram(data) else None
+        self._handshake_outcome(sock, outcome or check_handshake(data, self.schema.hash))
+        link.accept(now)
         sock.settimeout(None)
         return sock
 
@@ -400,7 +421,7 @@ class Client:
 
     # -- receiving -----------------------------------------------------------------------
 
-    def _on_packet(self, packet: PacketView) -> None:
+    def _on_packet(self, packet: PacketView, now: float) -> None:
         self.telemetry_packets += 1
         callback = self.on_telemetry
         if callback is not None:
@@ -463,8 +484,10 @@ class Client:
                             self._lost("closed by the robot")
                             return
                         self.bytes_in += len(data)
-                        if not (self.udp and len(data) == HANDSHAKE_SIZE):  # not a repeated handshake
-                            self._parser.push(data)
+                        if self.udp:  # a repeated handshake is answered by the link, not parsed
+                            self._link.receive_datagram(data, self.clock())
+                        else:
+                            self._link.receive_data(data, self.clock())
                 if interval is not None:
                     now = self.clock()
                     if now - self._last_send >= interval and now >= next_try and not self._send_keepalive():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .schema import Message, MessageSpec, Schema, load_schema
+from bcnp.schema import Message, MessageSpec, Schema, load_schema
 
 SCHEMA_HASH = 0xE9EFEE08
 

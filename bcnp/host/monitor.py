@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..defaults import NT_PORT
+
 __all__ = ["NT_PORT", "PREFIX", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
 
-#: The NT4 port of a robot or of ``robotpy sim``.
-NT_PORT = 5810
 PREFIX = "/SmartDashboard/Network/"
 _SMARTDASHBOARD = "/SmartDashboard/"
 #: Window over which the telemetry rate is measured (seconds).

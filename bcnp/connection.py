@@ -1,0 +1,349 @@
+"""The link object: one BCNP link's protocol state, with no I/O.
+
+Implements "Handshake Protocol" of the BCNP 3.2.2 overview for either end of
+a link, over a byte stream (TCP) or datagrams (UDP):
+
+* both ends send :attr:`Connection.handshake` (``b"BCNP"`` + our schema hash)
+  when the link opens, and nothing else until the peer's handshake matched;
+* the peer's handshake is decided here: accepted, or rejected with a
+  :class:`HandshakeFailure` (wrong magic, hash mismatch naming both hashes,
+  too short, deadline passed);
+* behind a passed handshake a :class:`~bcnp.parser.StreamParser` frames the
+  packets, each handed to ``on_packet(packet, now)``;
+* liveness: when bytes and packets last arrived, the idle timeout (a silent
+  peer is dropped) and the link timeout (no packet: the robot stops).
+
+Bytes and ``now`` (seconds) go in; events come back as return values. The
+socket loops around it (:mod:`bcnp.transport`, :class:`bcnp.host.client.Client`)
+own the sockets, threads and clocks, and decide what an event costs the peer.
+
+A passed handshake leaves the link :attr:`LinkState.VERIFIED`: whatever the
+peer sent behind its handshake is held until the owner calls :meth:`accept`
+(after it has taken the link and dropped the previous peer's commands), so a
+new peer's packets never arrive before the owner is ready for them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .defaults import HANDSHAKE_TIMEOUT_S, IDLE_TIMEOUT_S, LINK_TIMEOUT_S
+from .parser import StreamParser
+from .schema import Schema
+from .timebase import elapsed_over
+from .wire import (
+    HANDSHAKE_MAGIC,
+    HANDSHAKE_SIZE,
+    MAX_MESSAGES_PER_PACKET,
+    ErrorInfo,
+    PacketView,
+    encode_handshake,
+)
+
+__all__ = [
+    "Connection",
+    "HandshakeAccepted",
+    "HandshakeFailure",
+    "HandshakeRejected",
+    "IdleTimeout",
+    "LinkState",
+    "MAX_DATAGRAM",
+    "check_handshake",
+    "is_handshake_datagram",
+]
+
+#: ``on_packet(packet, now)``: ``now`` is the time passed with the bytes that completed it.
+PacketCallback = Callable[[PacketView, float], object]
+
+_MAGIC_SIZE = len(HANDSHAKE_MAGIC)
+
+#: Largest UDP payload over IPv4 (65,535 - 20 IP - 8 UDP header bytes): a
+#: packet sent over UDP must fit one datagram.
+MAX_DATAGRAM = 65_507
+
+
+class LinkState(enum.Enum):
+    HANDSHAKE = "waiting for the peer's handshake"
+    VERIFIED = "handshake passed, not yet accepted by the owner"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class HandshakeFailure(enum.Enum):
+    """Why a peer's handshake was refused."""
+
+    WRONG_MAGIC = "not a BCNP handshake"
+    HASH_MISMATCH = "schema hash mismatch"
+    TOO_SHORT = "too short"
+    DEADLINE = "no handshake in time"
+
+
+@dataclass(frozen=True)
+class HandshakeAccepted:
+    """The peer's handshake carried our schema hash."""
+
+    remote_hash: int
+
+
+@dataclass(frozen=True)
+class HandshakeRejected:
+    """The peer's handshake failed; ``reason`` is one line naming what was wrong.
+
+    ``remote_hash`` is the peer's schema hash when its handshake had the right
+    magic, else ``None``; ``received`` holds the handshake bytes that arrived.
+    """
+
+    failure: HandshakeFailure
+    reason: str
+    local_hash: int
+    remote_hash: int | None
+    received: bytes
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class IdleTimeout:
+    """The peer sent nothing for ``idle_timeout`` seconds."""
+
+    idle_timeout: float
+
+
+Event = HandshakeAccepted | HandshakeRejected | IdleTimeout
+
+
+def check_handshake(
+    data: bytes | bytearray | memoryview, local_hash: int
+) -> HandshakeAccepted | HandshakeRejected:
+    """Decide a peer's handshake from its first bytes (at most 8 are looked at)."""
+    received = bytes(data[:HANDSHAKE_SIZE])
+    if len(received) < HANDSHAKE_SIZE:
+        return HandshakeRejected(
+            HandshakeFailure.TOO_SHORT,
+            f"handshake too short: {len(received)} of {HANDSHAKE_SIZE} bytes ({received.hex(' ') or 'none'})",
+            local_hash,
+            None,
+            received,
+        )
+    magic, field = received[:_MAGIC_SIZE], int.from_bytes(received[_MAGIC_SIZE:], "big")
+    if magic != HANDSHAKE_MAGIC:
+        return HandshakeRejected(
+            HandshakeFailure.WRONG_MAGIC,
+            f"not a BCNP handshake: magic {magic!r} is not {HANDSHAKE_MAGIC!r} "
+            f"(hash field 0x{field:08X}, ours 0x{local_hash:08X})",
+            local_hash,
+            None,
+            received,
+        )
+    if field != local_hash:
+        return HandshakeRejected(
+            HandshakeFailure.HASH_MISMATCH,
+            f"schema hash mismatch: peer 0x{field:08X}, ours 0x{local_hash:08X}",
+            local_hash,
+            field,
+            received,
+        )
+    return HandshakeAccepted(field)
+
+
+def is_handshake_datagram(data: bytes) -> bool:
+    """An 8-byte datagram starting with the magic: a handshake, never a packet
+    (the smallest packet is 11 bytes)."""
+    return len(data) == HANDSHAKE_SIZE and data[:_MAGIC_SIZE] == HANDSHAKE_MAGIC
+
+
+class Connection:
+    """One link's protocol state, fed with bytes and the time they arrived.
+
+    ``opened_at`` is when the link opened (the handshake deadline counts from
+    it). Over a stream, call :meth:`receive_data` with every chunk read and
+    :meth:`connection_lost` when the stream ends; over datagrams, call
+    :meth:`receive_datagram` with each one from the peer. Call
+    :meth:`check_deadlines` now and then (each wake-up of a socket loop).
+
+    Not thread-safe: one thread feeds it. Counters and :meth:`link_alive`
+    may be read from another thread (plain attribute reads).
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        opened_at: float,
+        on_packet: PacketCallback | None = None,
+        on_error: Callable[[ErrorInfo], object] | None = None,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+        link_timeout: float = LINK_TIMEOUT_S,
+        datagrams: bool = False,
+        max_buffer: int | None = None,
+        max_messages: int = MAX_MESSAGES_PER_PACKET,
+    ) -> None:
+        if min(handshake_timeout, idle_timeout) <= 0 or link_timeout < 0:
+            raise ValueError("handshake and idle timeouts must be > 0 seconds, the link timeout >= 0")
+        self.schema = schema
+        self.local_hash = schema.hash
+        #: Our 8-byte handshake: send it when the link opens (and, over UDP, answer each of the peer's).
+        self.handshake = encode_handshake(schema.hash)
+        self.datagrams = datagrams
+        self.handshake_timeout = handshake_timeout
+        self.idle_timeout = idle_timeout
+        self.link_timeout = link_timeout
+        self.on_packet = on_packet
+        self.state = LinkState.HANDSHAKE
+        self.opened_at = opened_at
+        #: The peer's schema hash once its handshake passed (or failed with the right magic).
+        self.remote_hash: int | None = None
+        #: When the peer last sent anything (its handshake included).
+        self.last_receive = opened_at
+        #: When the last packet arrived (``None`` before the first).
+        self.last_packet: float | None = None
+        self.packets = 0
+        self.parser = StreamParser(
+            schema, self._deliver, on_error, max_buffer=max_buffer, max_messages=max_messages
+        )
+        self._received = bytearray()  # the handshake so far, then what followed it until accept()
+        self._now = opened_at
+
+    # -- input ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> HandshakeAccepted | HandshakeRejected | None:
+        """Bytes read from the stream at ``now``. Returns the handshake's outcome
+        when these bytes decide it, else ``None``."""
+        state = self.state
+        if state is LinkState.OPEN:
+            self.last_receive = self._now = now
+            self.parser.push(data)
+            return None
+        if state is LinkState.CLOSED or not data:
+            return None
+        self.last_receive = now
+        self._received += data
+        if state is LinkState.VERIFIED or len(self._received) < HANDSHAKE_SIZE:
+            return None
+        return self._decide(self._received)
+
+    def receive_datagram(self, data: bytes, now: float) -> HandshakeAccepted | HandshakeRejected | None:
+        """One datagram from the peer at ``now``.
+
+        Before the handshake passed, only a handshake datagram decides it
+        (anything else returns ``None`` and is not counted as activity); after,
+        a handshake datagram is the peer asking again (returns its outcome: the
+        owner answers with :attr:`handshake`) and anything else is packets.
+        """
+        state = self.state
+        if state is LinkState.CLOSED:
+            return None
+        if is_handshake_datagram(data):
+            self.last_receive = now
+            if state is LinkState.HANDSHAKE:
+                return self._decide(data)
+            outcome = check_handshake(data, self.local_hash)
+            if outcome.remote_hash is not None:
+                self.remote_hash = outcome.remote_hash
+            return outcome
+        if state is not LinkState.OPEN:
+            return None
+        self.last_receive = self._now = now
+        self.parser.push(data)
+        return None
+
+    def accept(self, now: float) -> int:
+        """The owner takes the verified link: what came behind the handshake is
+        delivered now. Returns how many bytes that was."""
+        if self.state is not LinkState.VERIFIED:
+            raise RuntimeError(f"accept() on a link that is {self.state.value}")
+        self.state = LinkState.OPEN
+        held, self._received = bytes(self._received), bytearray()
+        if held:
+            self._now = now
+            self.parser.push(held)
+        return len(held)
+
+    def connection_lost(self) -> HandshakeRejected | None:
+        """The stream ended. Before a complete handshake that is a refusal
+        (``TOO_SHORT``); after, the link simply closes."""
+        state = self.state
+        self.close()
+        if state is not LinkState.HANDSHAKE:
+            return None
+        outcome = check_handshake(self._received, self.local_hash)
+        return outcome if isinstance(outcome, HandshakeRejected) else None
+
+    def check_deadlines(self, now: float) -> HandshakeRejected | IdleTimeout | None:
+        """The handshake deadline (stream links) or the idle timeout, if passed at ``now``.
+
+        A passed deadline closes the link; after an idle timeout the owner
+        closes it (:meth:`close` says how many bytes of a partial frame went)."""
+        state = self.state
+        if state is LinkState.HANDSHAKE and not self.datagrams:
+            if elapsed_over(now, self.opened_at, self.handshake_timeout):
+                got = len(self._received)
+                self.close()
+                return HandshakeRejected(
+                    HandshakeFailure.DEADLINE,
+                    f"no handshake within {self.handshake_timeout:g} s ({got} of {HANDSHAKE_SIZE} bytes)",
+                    self.local_hash,
+                    None,
+                    bytes(self._received),
+                )
+        elif state is LinkState.OPEN and elapsed_over(now, self.last_receive, self.idle_timeout):
+            return IdleTimeout(self.idle_timeout)
+        return None
+
+    def close(self) -> int:
+        """Close the link; returns the bytes of a partial frame it drops."""
+        if self.state is LinkState.CLOSED:
+            return 0
+        self.state = LinkState.CLOSED
+        dropped = self.parser.buffered
+        self.parser.reset()
+        return dropped
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is LinkState.OPEN
+
+    def link_alive(self, now: float) -> bool:
+        """A packet arrived no more than ``link_timeout`` before ``now``."""
+        last = self.last_packet
+        return (
+            last is not None
+            and self.state is LinkState.OPEN
+            and not elapsed_over(now, last, self.link_timeout)
+        )
+
+    @property
+    def handshake_received(self) -> int:
+        """Bytes of the peer's handshake received so far (at most 8)."""
+        return (
+            min(len(self._received), HANDSHAKE_SIZE) if self.state is LinkState.HANDSHAKE else HANDSHAKE_SIZE
+        )
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _decide(self, received: bytes | bytearray) -> HandshakeAccepted | HandshakeRejected:
+        outcome = check_handshake(received, self.local_hash)
+        if outcome.remote_hash is not None:
+            self.remote_hash = outcome.remote_hash
+        if isinstance(outcome, HandshakeAccepted):
+            self.state = LinkState.VERIFIED
+            del self._received[:HANDSHAKE_SIZE]
+            if self.datagrams:
+                self._received.clear()  # a handshake datagram carries nothing else
+        else:
+            self.close()
+        return outcome
+
+    def _deliver(self, packet: PacketView) -> None:
+        now = self._now
+        self.last_packet = now
+        self.packets += 1
+        on_packet = self.on_packet
+        if on_packet is not None:
+            on_packet(packet, now)

@@ -1,0 +1,143 @@
+"""The robot's ``Network/*`` keys on SmartDashboard: one table, one row per key.
+
+Each row names the key, the NetworkTables type it is written as, where its
+value comes from and what it means. :class:`NetworkKeys` writes every row
+once per tick; adding a key is adding a row. The README's key table is
+checked against what the robot publishes (tests/test_docs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import wpilib
+
+if TYPE_CHECKING:
+    from subsystems.bcnp_link import BcnpLink
+    from subsystems.loop_timing import LoopTiming
+
+PREFIX = "Network/"
+
+Value = bool | float | str
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the keys are read from."""
+
+    link: BcnpLink
+    loop: LoopTiming
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # under Network/
+    type: type[bool] | type[float] | type[str]  # as written to NetworkTables: boolean, double, string
+    read: Callable[[Sources], Value]
+    meaning: str
+
+
+def _hex(value: int | None) -> str:
+    return "" if value is None else f"0x{value:08X}"
+
+
+KEYS: tuple[Key, ...] = (
+    Key(
+        "Connected",
+        bool,
+        lambda s: s.link.connected,
+        "a controller owns the link and sent a packet within the link timeout (200 ms)",
+    ),
+    Key("QueueSize", float, lambda s: s.link.queue.size(), "commands waiting (the running one not included)"),
+    Key(
+        "CmdVx",
+        float,
+        lambda s: s.link.command_or_zero[0],
+        "running command's vx after clamping, m/s (0: none)",
+    ),
+    Key(
+        "CmdW",
+        float,
+        lambda s: s.link.command_or_zero[1],
+        "running command's omega after clamping, rad/s (0: none)",
+    ),
+    Key("SchemaHash", str, lambda s: _hex(s.link.schema.hash), "this robot's schema hash"),
+    Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),
+    Key("MessagesRx", float, lambda s: s.link.queue.metrics.received, "commands offered to the queue"),
+    Key(
+        "QueueOverflows", float, lambda s: s.link.queue.metrics.overflows, "commands refused by a full queue"
+    ),
+    Key(
+        "MessagesSkipped",
+        float,
+        lambda s: s.link.queue.metrics.skipped,
+        "stale commands skipped, never run late",
+    ),
+    Key("TelemetrySent", float, lambda s: s.link.telemetry.metrics.sent, "telemetry messages sent"),
+    Key("TelemetryPackets", float, lambda s: s.link.telemetry.metrics.packets, "telemetry packets sent"),
+    Key("Transport", str, lambda s: s.link.transport, '"tcp", "udp" or "none": who holds the link'),
+    Key("Peer", str, lambda s: s.link.peer, 'the controller\'s "ip:port" ("" when none)'),
+    Key(
+        "RemoteSchemaHash",
+        str,
+        lambda s: _hex(s.link.remote_hash),
+        "schema hash of the last handshake received, good or bad",
+    ),
+    Key(
+        "HandshakeRejects",
+        float,
+        lambda s: s.link.counter("handshake_rejects"),
+        "handshakes refused for a wrong magic or schema hash",
+    ),
+    Key(
+        "CmdLatencyP99Ms",
+        float,
+        lambda s: s.link.cmd_latency_ms.percentile(99),
+        "99th percentile of packet arrival to its first command starting, last 500 packets, ms",
+    ),
+    Key(
+        "LoopP99Ms",
+        float,
+        lambda s: s.loop.durations_ms.percentile(99),
+        "99th percentile of robotPeriodic's duration over the last 500 ticks, ms (wall time)",
+    ),
+    Key(
+        "LoopMaxMs",
+        float,
+        lambda s: s.loop.durations_ms.max(),
+        "longest robotPeriodic of the last 500 ticks, ms",
+    ),
+    Key(
+        "LoopPeriodMaxMs",
+        float,
+        lambda s: s.loop.periods_ms.max(),
+        "longest start-to-start period of the last 500 ticks, ms (robot time)",
+    ),
+    Key("Overruns", float, lambda s: s.loop.overruns, "ticks that started later than period + 5 ms"),
+)
+
+
+class NetworkKeys:
+    """Writes :data:`KEYS` to SmartDashboard; the writers are looked up once."""
+
+    def __init__(self, sources: Sources, keys: tuple[Key, ...] = KEYS) -> None:
+        self.sources = sources
+        self.keys = keys
+        put: dict[type, Callable[[str, Value], object]] = {
+            bool: wpilib.SmartDashboard.putBoolean,  # type: ignore[dict-item]
+            float: wpilib.SmartDashboard.putNumber,  # type: ignore[dict-item]
+            str: wpilib.SmartDashboard.putString,  # type: ignore[dict-item]
+        }
+        self._writes = tuple((PREFIX + key.name, put[key.type], key.read) for key in keys)
+
+    def publish(self) -> None:
+        sources = self.sources
+        for name, write, read in self._writes:
+            write(name, read(sources))
+
+    def values(self) -> dict[str, Value]:
+        """Every key's value now, by full name (``Network/...``)."""
+        sources = self.sources
+        return {name: read(sources) for name, _, read in self._writes}
