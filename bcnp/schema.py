@@ -305,7 +305,7 @@ def _field_property(index: int, field: FieldSpec) -> property:
 class MessageSpec:
     """A message type: id, name, fields in wire order, wire size.
 
-    Calling a spec builds a message: ``spec(vx=1.0, omega=0.0, durationMs=100)``.
+    Calling a spec builds a message: ``spec(speed=1.0, durationMs=100)``.
     """
 
     def __init__(

@@ -354,7 +354,7 @@ def test_host_script_written_against_generated_names_drives_the_runtime(
 
 
 def test_project_typed_module_is_the_runtime(schema: bcnp.Schema) -> None:
-    from bcnp import messages
+    import messages
 
     assert messages.SCHEMA_HASH == schema.hash == 0xE9EFEE08
     assert messages.DriveCmd is messages.DRIVE_CMD_SPEC.message_class

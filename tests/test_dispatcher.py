@@ -142,33 +142,3 @@ def test_importing_bcnp_loads_no_robot_or_network_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize(
-    "path", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bcnp").rglob("*.py")), ids=str
-)
-def test_no_bcnp_module_imports_wpilib(path: str) -> None:
-    """Transports and the client run in receive threads and on hosts: no robot library.
-    The one exception is the host-only ``monitor``, an NT4 client (ntcore)."""
-    allowed = {"ntcore"} if path == "bcnp/monitor.py" else set()
-    tree = ast.parse((ROOT / path).read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = {node.module.split(".")[0]}
-        else:
-            continue
-        forbidden = {"wpilib", "ntcore", "hal", "commands2", "wpimath"} - allowed
-        assert not names & forbidden, f"{path} imports {names}"
-
-
-def test_the_robot_never_imports_the_host_tools() -> None:
-    """The ``host`` extra (matplotlib, rich) is not installed on a roboRIO."""
-    code = (
-        "import sys, robot, physics; "
-        "print(sorted(m for m in ('bcnp.monitor', 'bcnp.plot', 'bcnp.cli', 'matplotlib', 'rich') "
-        "if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip().splitlines()[-1] == "[]"

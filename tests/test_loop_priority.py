@@ -11,7 +11,8 @@ import pytest
 from support import recv_exactly, wait_until
 
 import bcnp
-from bcnp import Dispatcher, ErrorInfo
+from bcnp import Dispatcher
+from bcnp.parser import SEARCH_STEP
 from bcnp.transport import LoopPriority, TcpServer, TransportConfig
 from bcnp.wire import encode_handshake
 
@@ -113,9 +114,9 @@ def test_without_a_period_nothing_is_anticipated_and_bad_leads_are_refused() -> 
 
 def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
     import constants
-    from subsystems.bcnp_link import BcnpLink
+    from subsystems.bcnp_link import build_link
 
-    link = BcnpLink(port=0)
+    link = build_link(port=0)
     try:
         assert link.priority.period == constants.LOOP_PERIOD_S
         assert 0 < link.priority.lead <= 0.001
@@ -123,25 +124,67 @@ def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
         link.stop()
 
 
-def test_dispatcher_pauses_before_every_packet_and_every_parse_error(schema: bcnp.Schema) -> None:
-    calls: list[str] = []
-    errors: list[ErrorInfo] = []
-    dispatcher = Dispatcher(schema, pause=lambda: calls.append("pause"), on_error=errors.append)
+def _paused_server(schema: bcnp.Schema, calls: list[str]) -> TcpServer:
+    dispatcher = Dispatcher(schema)
     dispatcher.register("DriveCmd", lambda packet, now: calls.append(f"packet {packet.count}"))
-    drive = schema["DriveCmd"]
-    good = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 3)
-    dispatcher.push(good + b"\x03\x02\x00\xff\xff\x00\x01" + good, now=1.0)  # a bad type id between
-    assert [c for c in calls if c != "pause"] == ["packet 3", "packet 3"] and errors
-    assert calls.count("pause") == 2 + len(errors)  # one before each packet and each error
-    assert all(calls[i - 1] == "pause" for i, c in enumerate(calls) if c.startswith("packet"))
+    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0), pause=lambda: calls.append("pause"))
+    server.start()
+    return server
+
+
+def _controller(schema: bcnp.Schema, server: TcpServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    recv_exactly(sock, 8)
+    sock.sendall(encode_handshake(schema.hash))
+    wait_until(lambda: server.status().handshaken, what="the handshake")
+    return sock
+
+
+def test_the_receive_thread_pauses_before_every_packet_and_every_parse_error(schema: bcnp.Schema) -> None:
+    calls: list[str] = []
+    server = _paused_server(schema, calls)
+    try:
+        with _controller(schema, server) as sock:
+            drive = schema["DriveCmd"]
+            good = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 3)
+            calls.clear()
+            sock.sendall(good + b"\x03\x02\x00\xff\xff\x00\x01" + good)  # a bad type id between
+            wait_until(lambda: calls.count("packet 3") == 2, what="both packets")
+            errors = server.status().parse_errors
+            assert errors > 0
+            # one before each read, each packet and each error
+            assert calls.count("pause") >= 2 + errors + 1
+            assert all(calls[i - 1] == "pause" for i, c in enumerate(calls) if c.startswith("packet"))
+    finally:
+        server.stop()
+
+
+def test_the_receive_thread_pauses_every_search_step_behind_a_waiting_frame(schema: bcnp.Schema) -> None:
+    """A header claiming 65,535 messages, then 600 KiB without a packet in it: the parser
+    searches the bytes behind that header as they come, a step at a time, with a pause
+    between steps, so the robot loop never waits for more than one step's search."""
+    calls: list[str] = []
+    server = _paused_server(schema, calls)
+    try:
+        with _controller(schema, server) as sock:
+            drive = schema["DriveCmd"]
+            header = bytes([3, 2, 0, 0, drive.id, 0xFF, 0xFF])
+            filler = bytes(600 * 1024)
+            calls.clear()
+            sock.sendall(header + filler)
+            wait_until(lambda: server.status().bytes_in == len(header) + len(filler), what="every byte")
+            assert server.buffered == len(header) + len(filler)  # still waiting for its frame
+            assert calls.count("pause") >= len(filler) // SEARCH_STEP
+    finally:
+        server.stop()
 
 
 def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp.Schema) -> None:
     priority = LoopPriority(max_pause=60)
-    dispatcher = Dispatcher(schema, pause=priority.pause)
+    dispatcher = Dispatcher(schema)
     got: list[int] = []
     dispatcher.register("DriveCmd", lambda packet, now: got.append(packet.count))
-    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0))
+    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0), pause=priority.pause)
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:

@@ -356,6 +356,6 @@ def render_typed_module(schema: Schema) -> str:
 
 
 def _spec_constant(spec: MessageSpec) -> str:
-    """DriveCmd -> DRIVE_CMD_SPEC."""
+    """ArmGoal -> ARM_GOAL_SPEC."""
     snake = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(spec.name))
     return f"{snake.upper()}_SPEC"

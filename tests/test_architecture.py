@@ -1,0 +1,117 @@
+"""The layout's rules, checked on the source so they hold after whoever edits it next.
+
+* The core (schema, wire, parser, dispatcher, queue, telemetry, the link
+  object, defaults, timebase, codegen) is sans-I/O: no sockets, threads,
+  clocks or robot libraries.
+* No module of the library imports WPILib; only the host monitor talks
+  NetworkTables.
+* The library is generic over any schema: outside ``bcnp/host`` no module
+  names this robot's messages or their fields.
+* The robot never imports the host tools.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "bcnp"
+CORE = sorted(
+    [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
+    + list((LIBRARY / "codegen").glob("*.py"))
+)
+IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
+ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath"}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of every absolute import in ``path``, wherever it appears."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", CORE, ids=_rel)
+def test_the_core_imports_no_io(path: Path) -> None:
+    used = _imports(path) & IO_MODULES
+    assert not used, f"{_rel(path)} imports {sorted(used)}: the core takes bytes and now, never I/O"
+
+
+def test_the_core_list_covers_the_modules_the_issue_names() -> None:
+    names = {p.name for p in CORE}
+    wanted = {
+        "schema.py",
+        "wire.py",
+        "parser.py",
+        "dispatcher.py",
+        "queue.py",
+        "telemetry.py",
+        "connection.py",
+    }
+    assert wanted <= names
+
+
+@pytest.mark.parametrize("path", sorted(LIBRARY.rglob("*.py")), ids=_rel)
+def test_no_library_module_imports_wpilib(path: Path) -> None:
+    """Transports and the client run in receive threads and on hosts: no robot library.
+    The one exception is the host-only monitor, an NT4 client (ntcore)."""
+    allowed = {"ntcore"} if _rel(path) == "bcnp/host/monitor.py" else set()
+    used = _imports(path) & (ROBOT_LIBRARIES - allowed)
+    assert not used, f"{_rel(path)} imports {sorted(used)}"
+
+
+def _robot_names() -> set[str]:
+    """This robot's message names and field names, from schema/messages.json.
+
+    ``durationMs`` is left out: the spec names it as the field every queued
+    command runs for, and the queue's configuration defaults to it."""
+    doc = json.loads((ROOT / "schema" / "messages.json").read_text())
+    names = {m["name"] for m in doc["messages"]} | {f["name"] for m in doc["messages"] for f in m["fields"]}
+    return names - {"durationMs"}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in LIBRARY.rglob("*.py") if "host" not in p.relative_to(LIBRARY).parts), ids=_rel
+)
+def test_the_library_names_none_of_this_robots_messages(path: Path) -> None:
+    names = _robot_names()
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name | ast.arg):
+            text = node.id if isinstance(node, ast.Name) else node.arg
+            words = {text}
+        elif isinstance(node, ast.Attribute):
+            words = {node.attr}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words = set(
+                node.value.replace("(", " ").replace("=", " ").replace(".", " ").replace(",", " ").split()
+            )
+        else:
+            continue
+        found += sorted(words & names)
+    assert not found, f"{_rel(path)} names this robot's messages or fields: {sorted(set(found))}"
+
+
+def test_the_robot_never_imports_the_host_tools() -> None:
+    """The ``host`` extra (matplotlib, rich) is not installed on a roboRIO."""
+    code = (
+        "import sys, robot, physics; "
+        "print(sorted(m for m in sys.modules if m == 'bcnp.host' or m.startswith('bcnp.host.') "
+        "or m in ('matplotlib', 'rich')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
