@@ -87,7 +87,10 @@ class PhysicsEngine:
         )
         self.drivesim.setPose(START_POSE)
         self.trail: deque[Pose2d] = deque([START_POSE], maxlen=TRAIL_LENGTH)
-        self.trail_object = physics_controller.field.getObject("Trail")
+        field = physics_controller.field
+        assert field is not None  # pyfrc makes the Field2d before the engine
+        self.field = field
+        self.trail_object = field.getObject("Trail")
         self.steps = 0
 
         _move_nt_persistence_out_of_the_project()
@@ -115,7 +118,7 @@ class PhysicsEngine:
         sim.RoboRioSim.setVInVoltage(sim.BatterySim.calculate([self.drivesim.getCurrentDraw()]))
 
         pose = self.drivesim.getPose()
-        self.physics_controller.field.setRobotPose(pose)
+        self.field.setRobotPose(pose)
         self.steps += 1
         if self.steps % TRAIL_EVERY == 0:
             self.trail.append(pose)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import cast
 
 import wpilib
 
@@ -32,7 +33,7 @@ import constants
 from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
 from bcnp.schema import Schema
 from bcnp.transport import ControllerSlot, LoopPriority, SharedQueue, TcpServer, UdpServer
-from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DrivetrainTelemetry
+from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd, DrivetrainTelemetry
 from subsystems.loop_timing import RollingWindow
 
 log = logging.getLogger("bcnp.link")
@@ -173,7 +174,7 @@ class BcnpLink:
         controller's first packet.
         """
         owner = self.owner
-        active = self.parts.shared_queue.update(now)
+        active = cast("DriveCmd | None", self.parts.shared_queue.update(now))  # the only queued type
         self.connected = owner is not None and owner.link_alive(now)
         if active is None:
             self.command = None
@@ -217,7 +218,7 @@ class BcnpLink:
     def owner(self) -> TcpServer | UdpServer | None:
         """The server whose controller holds the link."""
         owner = self.slot.owner
-        return owner if owner is self.tcp or owner is self.udp else None  # type: ignore[return-value]
+        return owner if owner is self.tcp or owner is self.udp else None
 
     @property
     def command_or_zero(self) -> tuple[float, float]:

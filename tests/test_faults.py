@@ -508,7 +508,9 @@ def test_udp_datagrams_from_other_sources_never_reach_the_queue(rigs: Callable[.
             intruder.send(payloads[(r + j) % len(payloads)])
         if r % 10 == 9:  # let the robot keep up: a UDP buffer that overflows drops datagrams
             wait_until(
-                lambda n=r + 1: len(rig.packets) == n and rig.udp.counters.foreign_datagrams == n * len(intruders)
+                lambda n=r + 1: (
+                    len(rig.packets) == n and rig.udp.counters.foreign_datagrams == n * len(intruders)
+                )
             )
 
     assert rig.packets == sent

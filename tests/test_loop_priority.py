@@ -127,7 +127,9 @@ def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
 def _paused_server(schema: bcnp.Schema, calls: list[str]) -> TcpServer:
     dispatcher = Dispatcher(schema)
     dispatcher.register("DriveCmd", lambda packet, now: calls.append(f"packet {packet.count}"))
-    server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0), pause=lambda: calls.append("pause"))
+    server = TcpServer(
+        dispatcher, TransportConfig(host="127.0.0.1", port=0), pause=lambda: calls.append("pause")
+    )
     server.start()
     return server
 

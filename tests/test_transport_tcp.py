@@ -15,8 +15,8 @@ import pytest
 from support import FakeClock, open_fds, peer_closed, recv_exactly, wait_until
 
 import bcnp
-from bcnp.connection import Connection
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, encode_handshake, encode_packet
+from bcnp.connection import Connection
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
 
 

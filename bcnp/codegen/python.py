@@ -302,7 +302,7 @@ def schema_document(schema: Schema) -> dict[str, object]:
 
 
 def render_typed_module(schema: Schema) -> str:
-    """The project's ``messages.py`` (this robot's messages, beside robot.py): the schema as data plus typed classes."""
+    """The project's ``messages.py`` (this robot's, beside robot.py): schema as data plus typed classes."""
     document = pprint.pformat(schema_document(schema), indent=4, width=100, sort_dicts=False)
     out = [
         f'"""Typed messages of {source_name(schema)} (schema hash 0x{schema.hash:08X}).',
