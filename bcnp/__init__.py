@@ -4,6 +4,7 @@ The core is sans-I/O: it takes bytes and a ``now`` value in seconds and never
 opens a socket, starts a thread or reads a clock.
 
 * :func:`load_schema` → :class:`Schema` of :class:`MessageSpec` (hash, messages)
+* :class:`Connection` → one link's handshake, framing and liveness (sans-I/O)
 * :func:`encode_handshake` / :func:`parse_handshake`
 * :func:`encode_packet` / :func:`decode_packet` → :class:`PacketView`
 * :class:`StreamParser` → packets out of a byte stream, with resync
@@ -12,6 +13,14 @@ opens a socket, starts a thread or reads a clock.
 * :class:`TelemetryAccumulator` → robot-to-host batching
 """
 
+from .connection import (
+    Connection,
+    HandshakeAccepted,
+    HandshakeFailure,
+    HandshakeRejected,
+    IdleTimeout,
+    LinkState,
+)
 from .dispatcher import Dispatcher, PacketHandler
 from .parser import StreamParser
 from .queue import MessageQueue, MessageQueueConfig, QueueMetrics
@@ -61,10 +70,16 @@ __all__ = [
     "MAX_MESSAGES_PER_PACKET",
     "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR",
+    "Connection",
     "Dispatcher",
     "ErrorInfo",
     "FieldSpec",
+    "HandshakeAccepted",
     "HandshakeError",
+    "HandshakeFailure",
+    "HandshakeRejected",
+    "IdleTimeout",
+    "LinkState",
     "Message",
     "MessageQueue",
     "MessageQueueConfig",

@@ -1,0 +1,192 @@
+"""The link object on its own: bytes and ``now`` in, events out, no sockets and no clock."""
+
+from __future__ import annotations
+
+import pytest
+
+import bcnp
+from bcnp.connection import (
+    Connection,
+    HandshakeAccepted,
+    HandshakeFailure,
+    HandshakeRejected,
+    IdleTimeout,
+    LinkState,
+    check_handshake,
+    is_handshake_datagram,
+)
+from bcnp.wire import encode_handshake, encode_packet
+
+OTHER_HASH = 0x12345678
+
+
+class Link:
+    """A Connection and what it delivered."""
+
+    def __init__(self, schema: bcnp.Schema, *, now: float = 10.0, **kwargs: object) -> None:
+        self.packets: list[tuple[bytes, float]] = []
+        self.errors: list[bcnp.ErrorInfo] = []
+        self.conn = Connection(
+            schema,
+            opened_at=now,
+            on_packet=lambda p, t: self.packets.append((p.to_bytes(), t)),
+            on_error=self.errors.append,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+def drive(schema: bcnp.Schema, n: int = 2) -> bytes:
+    spec = schema["DriveCmd"]
+    return encode_packet(spec, [spec(vx=0.5, omega=0.1, durationMs=20 + i) for i in range(n)])
+
+
+def test_our_handshake_is_the_magic_and_our_hash(schema: bcnp.Schema) -> None:
+    link = Link(schema).conn
+    assert link.handshake == b"BCNP" + schema.hash.to_bytes(4, "big") == encode_handshake(schema.hash)
+    assert link.state is LinkState.HANDSHAKE and link.local_hash == schema.hash
+
+
+def test_a_matching_handshake_in_single_bytes_then_data_held_until_accept(schema: bcnp.Schema) -> None:
+    link = Link(schema)
+    conn = link.conn
+    hs = encode_handshake(schema.hash)
+    packet = drive(schema)
+    for i, byte in enumerate(hs[:-1]):
+        assert conn.receive_data(bytes([byte]), 10.0 + i) is None
+        assert conn.handshake_received == i + 1
+    outcome = conn.receive_data(hs[-1:] + packet[:5], 11.0)
+    assert outcome == HandshakeAccepted(schema.hash) and conn.remote_hash == schema.hash
+    assert conn.state is LinkState.VERIFIED and link.packets == []
+    assert conn.receive_data(packet[5:], 11.5) is None  # still held: the owner has not taken the link
+    assert link.packets == []
+    assert conn.accept(12.0) == len(packet)
+    assert conn.state is LinkState.OPEN and link.packets == [(packet, 12.0)]
+    assert conn.last_packet == 12.0 and conn.packets == 1
+    conn.receive_data(packet, 12.5)
+    assert link.packets[-1] == (packet, 12.5)
+
+
+def test_accept_is_only_for_a_verified_link(schema: bcnp.Schema) -> None:
+    conn = Link(schema).conn
+    with pytest.raises(RuntimeError, match="waiting for the peer"):
+        conn.accept(1.0)
+
+
+@pytest.mark.parametrize(
+    ("received", "failure", "remote", "named"),
+    [
+        (b"BCNP" + OTHER_HASH.to_bytes(4, "big"), HandshakeFailure.HASH_MISMATCH, OTHER_HASH, "0x12345678"),
+        (b"BCNQ" + OTHER_HASH.to_bytes(4, "big"), HandshakeFailure.WRONG_MAGIC, None, "b'BCNQ'"),
+    ],
+)
+def test_a_refused_handshake_says_why_and_names_both_hashes(
+    schema: bcnp.Schema, received: bytes, failure: HandshakeFailure, remote: int | None, named: str
+) -> None:
+    link = Link(schema)
+    outcome = link.conn.receive_data(received + drive(schema), 10.1)
+    assert isinstance(outcome, HandshakeRejected)
+    assert outcome.failure is failure and outcome.remote_hash == remote and outcome.received == received
+    assert (
+        named in outcome.reason
+        and f"0x{schema.hash:08X}" in outcome.reason
+        and str(outcome) == outcome.reason
+    )
+    assert "0x12345678" in outcome.reason  # the peer's hash field, even behind a wrong magic
+    assert link.conn.state is LinkState.CLOSED and link.packets == []
+    assert link.conn.parser.bytes_received == 0  # not one byte of a refused peer was parsed
+    link.conn.receive_data(drive(schema), 10.2)
+    assert link.packets == [] and link.conn.parser.bytes_received == 0
+
+
+def test_a_stream_that_ends_before_eight_bytes_is_too_short(schema: bcnp.Schema) -> None:
+    conn = Link(schema).conn
+    conn.receive_data(b"BCN", 10.1)
+    outcome = conn.connection_lost()
+    assert isinstance(outcome, HandshakeRejected) and outcome.failure is HandshakeFailure.TOO_SHORT
+    assert "3 of 8 bytes" in outcome.reason and conn.state is LinkState.CLOSED
+    open_conn = Link(schema).conn
+    open_conn.receive_data(encode_handshake(schema.hash), 10.1)
+    open_conn.accept(10.1)
+    assert open_conn.connection_lost() is None and open_conn.state is LinkState.CLOSED
+
+
+def test_the_handshake_deadline_is_decided_on_the_time_passed_in(schema: bcnp.Schema) -> None:
+    late = Link(schema, now=100.0, handshake_timeout=2.0).conn
+    late.receive_data(b"BCNP\x00", 101.0)
+    assert late.check_deadlines(102.0) is None  # exactly 2 s: not over
+    assert late.state is LinkState.HANDSHAKE
+    outcome = late.check_deadlines(102.000001)
+    assert isinstance(outcome, HandshakeRejected) and outcome.failure is HandshakeFailure.DEADLINE
+    assert "no handshake within 2 s (5 of 8 bytes)" in outcome.reason and late.state is LinkState.CLOSED
+
+
+def test_idle_and_link_timeouts_count_whole_microseconds(schema: bcnp.Schema) -> None:
+    link = Link(schema, now=0.0, idle_timeout=5.0, link_timeout=0.2)
+    conn = link.conn
+    conn.receive_data(encode_handshake(schema.hash), 0.0)
+    conn.accept(0.0)
+    assert not conn.link_alive(0.0)  # no packet yet
+    conn.receive_data(drive(schema), 0.35)
+    assert conn.link_alive(0.55)  # 0.55 - 0.35 is 0.20000000000000007 in floats: not over
+    assert not conn.link_alive(0.550001)
+    assert conn.check_deadlines(5.35) is None
+    assert conn.check_deadlines(5.350001) == IdleTimeout(5.0)
+    assert conn.state is LinkState.OPEN  # the owner closes it
+    assert conn.close() == 0 and not conn.link_alive(0.4)
+
+
+def test_close_reports_the_partial_frame_it_drops(schema: bcnp.Schema) -> None:
+    link = Link(schema)
+    conn = link.conn
+    conn.receive_data(encode_handshake(schema.hash), 10.0)
+    conn.accept(10.0)
+    packet = drive(schema, 5)
+    conn.receive_data(packet + packet[:9], 10.1)
+    assert len(link.packets) == 1 and conn.parser.buffered == 9
+    assert conn.close() == 9 and conn.close() == 0
+    conn.receive_data(packet, 10.2)
+    assert len(link.packets) == 1
+
+
+def test_parse_errors_reach_the_owner_and_the_stream_goes_on(schema: bcnp.Schema) -> None:
+    link = Link(schema)
+    conn = link.conn
+    conn.receive_data(encode_handshake(schema.hash), 10.0)
+    conn.accept(10.0)
+    packet = drive(schema)
+    conn.receive_data(packet + b"\x03\x02\x00\xff\xff\x00\x01" + packet, 10.1)
+    assert [p for p, _ in link.packets] == [packet, packet] and link.errors
+
+
+def test_datagrams_pair_on_a_handshake_and_answer_repeats(schema: bcnp.Schema) -> None:
+    link = Link(schema, datagrams=True)
+    conn = link.conn
+    packet = drive(schema)
+    assert conn.receive_datagram(packet, 10.0) is None  # before pairing: neither parsed nor activity
+    assert conn.last_receive == 10.0 and conn.parser.bytes_received == 0
+    outcome = conn.receive_datagram(encode_handshake(schema.hash), 10.5)
+    assert outcome == HandshakeAccepted(schema.hash) and conn.accept(10.5) == 0
+    conn.receive_datagram(packet, 10.6)
+    assert link.packets == [(packet, 10.6)]
+    # The peer asks again (its answer was lost): decided again, never parsed.
+    assert conn.receive_datagram(encode_handshake(schema.hash), 10.7) == HandshakeAccepted(schema.hash)
+    wrong = conn.receive_datagram(encode_handshake(OTHER_HASH), 10.8)
+    assert isinstance(wrong, HandshakeRejected) and conn.remote_hash == OTHER_HASH
+    assert conn.state is LinkState.OPEN and conn.parser.bytes_received == len(packet)
+    assert conn.last_receive == 10.8
+    assert conn.check_deadlines(1000.0) == IdleTimeout(conn.idle_timeout)  # no handshake deadline over UDP
+
+
+def test_check_handshake_and_the_datagram_shape() -> None:
+    ours = 0xE9EFEE08
+    assert check_handshake(encode_handshake(ours) + b"more", ours) == HandshakeAccepted(ours)
+    assert check_handshake(b"", ours).failure is HandshakeFailure.TOO_SHORT  # type: ignore[union-attr]
+    assert is_handshake_datagram(encode_handshake(ours)) and is_handshake_datagram(b"BCNP\0\0\0\0")
+    assert not is_handshake_datagram(encode_handshake(ours) + b"\0")
+    assert not is_handshake_datagram(b"BCNQ\0\0\0\0")
+
+
+def test_bad_timeouts_are_refused(schema: bcnp.Schema) -> None:
+    for kwargs in ({"handshake_timeout": 0}, {"idle_timeout": -1}, {"link_timeout": -0.1}):
+        with pytest.raises(ValueError):
+            Connection(schema, opened_at=0.0, **kwargs)  # type: ignore[arg-type]
