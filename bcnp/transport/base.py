@@ -420,22 +420,27 @@ class ServerBase:
         with self._send_lock:
             self._link = link
             self._peer = peer
-        self.counters.controllers += 1
+            self.counters.controllers += 1
         self.counters.bytes_in += link.accept(now)
 
-    def _end_controller(self, counter: str | None = None) -> None:
-        """The controller went away: nobody to send to, its partial frame and its
-        commands dropped, the slot freed (after those: another server could take
-        it and deliver), then ``counter`` counted, so whoever sees the count sees
-        the link free."""
+    def _end_controller(
+        self, counter: str | None = None, close_socket: Callable[[], object] | None = None
+    ) -> None:
+        """The controller went away: nobody to send to, its socket closed, its
+        partial frame and its commands dropped, the slot freed (after those:
+        another server could take it and deliver), and ``counter`` counted, all
+        under the send lock, which :meth:`status` takes too: a peer that sees
+        the socket close, or a status that shows no controller, sees all of it."""
         with self._send_lock:
             link, self._link, self._peer = self._link, None, None
-        if link is not None:
-            self.counters.discarded_bytes += link.close()
-        self._controller_changed()
-        self.slot.release(self)
-        if counter is not None:
-            setattr(self.counters, counter, getattr(self.counters, counter) + 1)
+            if close_socket is not None:
+                close_socket()
+            if link is not None:
+                self.counters.discarded_bytes += link.close()
+            self._controller_changed()
+            self.slot.release(self)
+            if counter is not None:
+                setattr(self.counters, counter, getattr(self.counters, counter) + 1)
 
     def _controller_changed(self) -> None:
         callback = self.on_controller_change
@@ -489,17 +494,20 @@ class ServerBase:
         return link is not None and link.link_alive(now)
 
     def status(self) -> TransportStatus:
+        """A consistent snapshot: taken under the send lock, so never halfway
+        through a controller's arrival or departure."""
         counters = self.counters
-        status = TransportStatus(
-            transport=self.kind,
-            running=self.running,
-            port=self._port,
-            local_hash=self.local_hash,
-            handshaken=self._peer is not None,
-            peer=format_address(self._peer),
-            remote_hash=self.remote_hash,
-            last_reject=self.last_reject,
-        )
-        for name in COUNTER_NAMES:
-            setattr(status, name, getattr(counters, name))
+        with self._send_lock:
+            status = TransportStatus(
+                transport=self.kind,
+                running=self.running,
+                port=self._port,
+                local_hash=self.local_hash,
+                handshaken=self._peer is not None,
+                peer=format_address(self._peer),
+                remote_hash=self.remote_hash,
+                last_reject=self.last_reject,
+            )
+            for name in COUNTER_NAMES:
+                setattr(status, name, getattr(counters, name))
         return status

@@ -250,14 +250,15 @@ class TcpServer(ServerBase):
         conn.sock.close()
 
     def _drop(self, conn: _Peer, reason: str, counter: str) -> None:
-        """The controller went away: free the link for the next one, count why, and
-        close the socket last, so whoever sees it closed sees all of that done."""
+        """The controller went away: free the link for the next one and count why."""
         self._sel.unregister(conn.sock)
-        with self._send_lock:
+
+        def close_socket() -> None:
             self._controller = None  # no send reaches the socket from here on
-        self._end_controller(counter)
-        conn.sock.close()
-        conn.out.clear()
+            conn.sock.close()
+            conn.out.clear()
+
+        self._end_controller(counter, close_socket)
         log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.address), reason)
 
     def _close_all(self) -> None:
@@ -266,10 +267,12 @@ class TcpServer(ServerBase):
         self._pending.clear()
         controller = self._controller
         if controller is not None:
-            with self._send_lock:
+
+            def close_socket() -> None:
                 self._controller = None
-            self._end_controller()
-            controller.sock.close()
+                controller.sock.close()
+
+            self._end_controller(close_socket=close_socket)
         self._sel.close()
         self._listener.close()
 
