@@ -8,8 +8,9 @@
 (b)  encode_packet of one 65,535-DriveCmd packet (messages already built);
 (c)  2,000,000 DriveCmds in 1,000-message packets sent by a client process
      (benchmarks.tcp_sender) over loopback TCP into the real TcpServer thread
-     -> Dispatcher -> MessageQueue, timed from the first data byte the server
-     reads to the last message queued (JSON key ``tcp_ingest``).
+     (one Connection per peer) -> Dispatcher -> MessageQueue, timed from the
+     first packet the server frames to the last message queued (JSON key
+     ``tcp_ingest``).
 
 Each figure is the median of ``--repeat`` runs. After timing, every run's
 queue is drained and the count and the sum of durationMs are checked against
@@ -79,14 +80,14 @@ def _ingest(schema, chunks: list[bytes], expected_count: int, expected_sum: int,
 
 
 class _TimedDispatcher(Dispatcher):
-    """Notes when the first data byte reached the parser."""
+    """Notes when the server handed over its first packet."""
 
     first: float | None = None
 
-    def push(self, data: bytes | bytearray | memoryview, now: float) -> None:
+    def dispatch(self, packet: PacketView, now: float) -> None:
         if self.first is None:
             self.first = time.perf_counter()
-        super().push(data, now)
+        super().dispatch(packet, now)
 
 
 def _tcp_ingest_once(schema, seed: int) -> float:
@@ -133,10 +134,11 @@ def _tcp_ingest_once(schema, seed: int) -> float:
         server.stop()
     drained = queue.drain()
     total = sum(m.durationMs for m in drained)
-    if len(drained) != TCP_MESSAGES or str(total) != line.strip() or dispatcher.parse_errors:
+    parse_errors = server.counters.parse_errors
+    if len(drained) != TCP_MESSAGES or str(total) != line.strip() or parse_errors:
         raise SystemExit(
             f"verification failed: {len(drained)} messages (want {TCP_MESSAGES}), durationMs sum {total} "
-            f"(sender: {line.strip()}), {dispatcher.parse_errors} parse errors"
+            f"(sender: {line.strip()}), {parse_errors} parse errors"
         )
     assert dispatcher.first is not None
     return TCP_MESSAGES / (finished[0] - dispatcher.first)
