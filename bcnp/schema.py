@@ -116,6 +116,16 @@ RESERVED_MESSAGE_NAMES = frozenset(
 )
 #: A C++ namespace path for the generated header ("bcnp", "team254::bcnp").
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(::[A-Za-z][A-Za-z0-9_]*)*$")
+
+
+def is_cpp_namespace(namespace: str) -> bool:
+    """A usable C++ namespace path for the generated header: ``::``-separated
+    identifiers, none a keyword, ``std`` or reserved (containing ``__``)."""
+    return bool(NAMESPACE_PATTERN.match(namespace)) and not any(
+        part in _CPP_KEYWORDS or part == "std" or "__" in part for part in namespace.split("::")
+    )
+
+
 #: Every field name refused as a reserved word (Python, C++ or BCNP).
 RESERVED_FIELD_WORDS = _PYTHON_KEYWORDS | _CPP_KEYWORDS | RESERVED_FIELD_NAMES
 
@@ -473,10 +483,7 @@ def validate_schema_document(doc: Any, source: str = "<schema>") -> list[str]:
         if key in doc and not isinstance(doc[key], str):
             problems.append(f"{source}: {key!r} must be a string")
     namespace = doc.get("namespace")
-    if isinstance(namespace, str) and (
-        not NAMESPACE_PATTERN.match(namespace)
-        or any(part in _CPP_KEYWORDS or part == "std" or "__" in part for part in namespace.split("::"))
-    ):
+    if isinstance(namespace, str) and not is_cpp_namespace(namespace):
         problems.append(
             f'{source}: namespace {namespace!r} must be a C++ namespace path such as "bcnp" or '
             "\"team254::bcnp\" (identifiers, no keywords, no 'std', no '__')"

@@ -22,7 +22,7 @@ import re
 import textwrap
 from collections.abc import Iterable
 
-from ..schema import _CPP_KEYWORDS, FieldSpec, MessageSpec, Schema, version_is_supported
+from ..schema import FieldSpec, MessageSpec, Schema, is_cpp_namespace, version_is_supported
 from ..wire import (
     CLEAR_QUEUE,
     CRC_SIZE,
@@ -98,13 +98,11 @@ def render_cpp(schema: Schema) -> str:
 
 def _namespace(schema: Schema) -> str:
     namespace = DEFAULT_NAMESPACE if schema.namespace is None else schema.namespace
-    parts = namespace.split("::")
-    for part in parts:
-        if not _IDENTIFIER.match(part) or part in _CPP_KEYWORDS or part == "std" or "__" in part:
-            raise ValueError(
-                f"namespace {namespace!r} is not usable in C++: each '::'-separated part must be an "
-                "identifier that is not a keyword, 'std' or reserved (contains '__')"
-            )
+    if not is_cpp_namespace(namespace):
+        raise ValueError(
+            f"namespace {namespace!r} is not usable in C++: each '::'-separated part must be an "
+            "identifier that is not a keyword, 'std' or reserved (contains '__')"
+        )
     return namespace
 
 
