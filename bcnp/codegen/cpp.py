@@ -56,7 +56,6 @@ _NAMESPACE_NAMES = frozenset(
 # Width the generated lines keep to where the names allow (aligned field comments may run over).
 _LINE_WIDTH = 100
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LINE_SPLICE = re.compile(r"(\\|\?\?/)+$")
 
 # Extra PacketStatus value (C++ only): DecodePacket<T> got a valid packet of another type.
