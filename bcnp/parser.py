@@ -26,12 +26,13 @@ Where the reference falls short this parser does better:
 
 from __future__ import annotations
 
+import enum
 import struct
 import zlib
 from collections import Counter
 from collections.abc import Callable
 
-from .schema import MessageSpec, Schema
+from .schema import Schema
 from .wire import (
     CRC_SIZE,
     HEADER_SIZE,
@@ -42,28 +43,48 @@ from .wire import (
     ErrorInfo,
     PacketError,
     PacketView,
+    check_header,
 )
 
 __all__ = ["StreamParser"]
 
-_header_unpack = struct.Struct(">BBBHH").unpack_from
 _u32_unpack = struct.Struct(">I").unpack_from
 _crc32 = zlib.crc32
 _VERSION_PAIR = bytes((PROTOCOL_MAJOR, PROTOCOL_MINOR))
 
 #: How many not-yet-complete candidate headers behind a waiting frame are
-#: tracked at once; more are ignored until the waiting frame resolves.
+#: tracked at once; the search stops at the next one until one of them, or the
+#: waiting frame, resolves.
 MAX_CANDIDATES = 64
 
-#: Bytes behind a waiting header searched per step. One ``find`` holds the
-#: interpreter lock throughout (about 30 us for 16 KiB of DriveCmds, whose
-#: bytes hold many 0x03); between steps ``pause`` may let the robot loop run.
+#: The most bytes a caller that must yield between pushes (a receive thread
+#: sharing the interpreter with the robot loop) should push at a time. While a
+#: frame waits for its bytes, a push searches only its own new bytes behind the
+#: waiting header (and at most 5 bytes before them: a trailing 0x03, or the
+#: start of a header this push completes). That search holds the interpreter
+#: lock throughout: about 30 us for 16 KiB of small command messages, whose bytes hold many
+#: 0x03. Two rarer pushes search more (counted in
+#: :attr:`StreamParser.bytes_searched`): one that completes a waiting frame
+#: whose CRC fails, as the bytes behind its header are parsed again, and the
+#: first after a pending candidate resolved while :data:`MAX_CANDIDATES` were
+#: pending, as the search resumes over the bytes that arrived meanwhile.
 SEARCH_STEP = 16 * 1024
 
-# _check_candidate results
-_VALID, _DEAD, _INCOMPLETE = 1, 0, -1
+#: A packet whose frame is under 1/8 of the buffer it was parsed from gets its
+#: own copy of its bytes; a larger one is a view into that buffer. A queue of
+#: views therefore never pins buffers more than 8 times the data it holds,
+#: while a packet that is most of its buffer (the common case) is never copied.
+OWN_COPY_RATIO = 8
 
 Buffer = bytes | bytearray
+
+
+class _Candidate(enum.Enum):
+    """What a candidate header behind a waiting frame turned out to be."""
+
+    VALID = enum.auto()  # a complete packet whose CRC checks out
+    DEAD = enum.auto()  # not a packet: bad header or bad CRC
+    INCOMPLETE = enum.auto()  # its frame's bytes have not all arrived
 
 
 class StreamParser:
@@ -78,11 +99,9 @@ class StreamParser:
     default it is the largest legal packet of the schema, so every packet the
     schema allows can be received.
 
-    ``pause()``, if given, is called between steps of :data:`SEARCH_STEP`
-    bytes while the bytes behind a waiting header are searched, so a thread
-    that must not wait long (the robot loop, see
-    :class:`~bcnp.transport.base.LoopPriority`) gets the interpreter within
-    one step even while a 655 KB packet streams in.
+    The parser never waits and never yields: a caller that must let another
+    thread run while a large packet streams in pushes at most
+    :data:`SEARCH_STEP` bytes at a time and yields between pushes.
     """
 
     def __init__(
@@ -92,7 +111,6 @@ class StreamParser:
         on_error: Callable[[ErrorInfo], object] | None = None,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
-        pause: Callable[[], object] | None = None,
     ) -> None:
         if not 0 <= max_messages <= MAX_MESSAGES_PER_PACKET:
             raise ValueError(f"max_messages must be 0..{MAX_MESSAGES_PER_PACKET}")
@@ -106,14 +124,16 @@ class StreamParser:
         self.on_error = on_error
         self.max_buffer = max_buffer
         self.max_messages = max_messages
-        self.pause = pause
-        self._specs: dict[int, tuple[MessageSpec, int]] = {m.id: (m, m.wire_size) for m in schema.messages}
+        self._specs = schema.by_id
         # Counters (read from any thread; written only by the pushing thread).
         self.bytes_received = 0
         #: Bytes that were in no packet: skipped while resynchronising, or
         #: buffered when :meth:`reset` dropped them. Always
         #: ``bytes_received == bytes of delivered packets + bytes_dropped + buffered``.
         self.bytes_dropped = 0
+        #: Bytes behind waiting headers searched for a complete packet (the cost
+        #: of look-behind; a byte searched again counts again).
+        self.bytes_searched = 0
         self._buf = bytearray()
         self.packets = 0
         self.errors = 0
@@ -182,6 +202,14 @@ class StreamParser:
                 self.callback_errors += 1
                 self.last_callback_error = exc
 
+    def _resync(self, code: PacketError, data: bytes, pos: int, end: int) -> int:
+        """Report the bad header at ``pos``; returns where parsing resumes."""
+        # The reference's rules: a wrong version skips to the next 03 02 pair,
+        # a bad type or size one byte.
+        nxt = self._next_version_pair(data, pos, end) if code is PacketError.UNSUPPORTED_VERSION else pos + 1
+        self._report(code, pos, nxt - pos)
+        return nxt
+
     def _parse(self, data: bytes, pos: int) -> None:
         """Parse ``data`` (the whole unconsumed stream) from ``pos``; keep the rest."""
         end = len(data)
@@ -194,32 +222,15 @@ class StreamParser:
         while True:
             avail = end - pos
             if avail >= HEADER_SIZE:
-                major, minor, flags, type_id, count = _header_unpack(data, pos)
-                if major != PROTOCOL_MAJOR or minor != PROTOCOL_MINOR:
-                    nxt = self._next_version_pair(data, pos, end)
-                    self._report(PacketError.UNSUPPORTED_VERSION, pos, nxt - pos)
-                    pos = nxt
-                    continue
-            elif avail >= 2:
-                if data[pos] != PROTOCOL_MAJOR or data[pos + 1] != PROTOCOL_MINOR:
-                    nxt = self._next_version_pair(data, pos, end)
-                    self._report(PacketError.UNSUPPORTED_VERSION, pos, nxt - pos)
-                    pos = nxt
-                    continue
-                break  # a plausible header start: wait for the rest
+                header = check_header(data, pos, specs, max_messages, max_buffer)
+            elif avail >= 2 and (data[pos] != PROTOCOL_MAJOR or data[pos + 1] != PROTOCOL_MINOR):
+                header = PacketError.UNSUPPORTED_VERSION
             else:
-                break
-            entry = specs.get(type_id)
-            if entry is None:
-                self._report(PacketError.UNKNOWN_MESSAGE_TYPE, pos, 1)
-                pos += 1
+                break  # a plausible header start (or under 2 bytes): wait for the rest
+            if not isinstance(header, tuple):
+                pos = self._resync(header, data, pos, end)
                 continue
-            spec, wire_size = entry
-            frame = MIN_PACKET_SIZE + count * wire_size
-            if count > max_messages or frame > max_buffer:
-                self._report(PacketError.TOO_MANY_MESSAGES, pos, 1)
-                pos += 1
-                continue
+            spec, flags, count, frame = header
             if frame > avail:
                 self._pending = []
                 self._scan = pos + 1
@@ -237,9 +248,7 @@ class StreamParser:
                 continue
             self._consecutive = 0
             self.packets += 1
-            if frame << 3 < end:
-                # A small packet in a big chunk gets its own bytes, so a queue
-                # of views never pins chunks many times the data it holds.
+            if frame * OWN_COPY_RATIO < end:
                 packet = PacketView(spec, flags, count, data[pos : pos + frame], HEADER_SIZE)
             else:
                 packet = PacketView(spec, flags, count, data, pos + HEADER_SIZE)
@@ -279,66 +288,48 @@ class StreamParser:
         """
         with memoryview(data) as view:
             still: list[int] = []
-            found = -1
             for c in self._pending:
                 status = self._check_candidate(data, view, c, end)
-                if status == _VALID:
-                    found = c
-                    break
-                if status == _INCOMPLETE:
-                    still.append(c)
-            if found >= 0:
-                return found
-            pos = max(self._scan, base + 1)
-            pause = self.pause
-            step_end = pos + SEARCH_STEP
-            while True:
-                if pos >= step_end:  # a step's worth searched, with or without candidates
-                    if pause is not None:
-                        pause()
-                    step_end = pos + SEARCH_STEP
-                # Pairs starting before step_end (the last may end at step_end).
-                limit = step_end + 1
-                if limit >= end:
-                    c = data.find(_VERSION_PAIR, pos, end)
-                    if c < 0:
-                        break
-                else:
-                    c = data.find(_VERSION_PAIR, pos, limit)
-                    if c < 0:
-                        pos = step_end
-                        continue
-                status = self._check_candidate(data, view, c, end)
-                if status == _VALID:
+                if status is _Candidate.VALID:
                     return c
-                if status == _INCOMPLETE:
+                if status is _Candidate.INCOMPLETE:
+                    still.append(c)
+            start = pos = max(self._scan, base + 1)
+            while True:
+                c = data.find(_VERSION_PAIR, pos, end)
+                if c < 0:
+                    break
+                status = self._check_candidate(data, view, c, end)
+                if status is _Candidate.VALID:
+                    self.bytes_searched += c - start
+                    return c
+                if status is _Candidate.INCOMPLETE:
                     if len(still) >= MAX_CANDIDATES:
                         # Full: stop here and look at this candidate again later, never
                         # past it, so a real packet behind many fake headers is only
                         # delayed (until the waiting frame resolves), never lost.
+                        self.bytes_searched += c - start
                         self._scan = c
                         self._pending = still
                         return -1
                     still.append(c)
                 pos = c + 1
+            self.bytes_searched += end - start
             # A final 0x03 may pair with the next chunk's first byte.
             self._scan = max(pos, end - 1)
             self._pending = still
             return -1
 
-    def _check_candidate(self, data: Buffer, view: memoryview, c: int, end: int) -> int:
+    def _check_candidate(self, data: Buffer, view: memoryview, c: int, end: int) -> _Candidate:
         if end - c < HEADER_SIZE:
-            return _INCOMPLETE
-        _, _, _, type_id, count = _header_unpack(data, c)
-        entry = self._specs.get(type_id)
-        if entry is None or count > self.max_messages:
-            return _DEAD
-        frame = MIN_PACKET_SIZE + count * entry[1]
-        if frame > self.max_buffer:
-            return _DEAD
+            return _Candidate.INCOMPLETE
+        header = check_header(data, c, self._specs, self.max_messages, self.max_buffer)
+        if not isinstance(header, tuple):
+            return _Candidate.DEAD
+        frame = header[3]
         if end - c < frame:
-            return _INCOMPLETE
+            return _Candidate.INCOMPLETE
         body_end = c + frame - CRC_SIZE
         if _crc32(view[c:body_end]) != _u32_unpack(data, body_end)[0]:
-            return _DEAD
-        return _VALID
+            return _Candidate.DEAD
+        return _Candidate.VALID

@@ -24,47 +24,46 @@ For latency measurements, ``on_packet_reached(arrival, now)`` is called from
 taken off the queue: it starts then, or, already over, completes or is skipped
 within that update. It adds nothing to the receive path.
 
-Time is kept in integer microseconds internally, so boundaries are exact.
-Packets are queued as :class:`~bcnp.wire.PacketView` runs: no Python object
-is made per message until a message becomes active or is inspected.
+Time is kept in integer microseconds internally (:mod:`bcnp.timebase`), so
+boundaries are exact. Packets are queued as runs over their
+:class:`~bcnp.wire.PacketView`: no Python object is made per message until a
+message becomes active or is inspected.
+
+The queue is sans-I/O and not thread-safe: it never blocks, reads a clock or
+takes a lock, and a caller that shares it between threads must lock around
+every call.
 """
 
 from __future__ import annotations
 
 import struct
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from .defaults import LINK_TIMEOUT_S, MAX_COMMAND_LAG_S, QUEUE_CAPACITY
 from .schema import Message, MessageSpec
+from .timebase import US_PER_S, to_us
 from .wire import CLEAR_QUEUE, PacketView
 
 __all__ = ["MessageQueue", "MessageQueueConfig", "QueueMetrics"]
 
-_US = 1_000_000
+#: A packet the full queue accepted only part of is copied down to the accepted
+#: messages when they are under 1/4 of the buffer it arrived in. Below that
+#: share the buffer would pin far more than is kept (655 KB for one 10-byte
+#: command); at or above it, at most 4 times what is kept: not worth a copy.
+COMPACT_RATIO = 4
 
-
-def _us(seconds: float) -> int:
-    return round(seconds * _US)
-
-
-def elapsed_over(now: float, since: float, limit: float) -> bool:
-    """More than ``limit`` seconds from ``since`` to ``now``, compared in whole
-    microseconds, as the queue compares its times (in float seconds 4.03 - 2.03
-    is 2.0000000000000004, over a 2 s limit). The dispatcher and the
-    transports' deadlines use it too, so all agree at the boundary."""
-    return _us(now) - _us(since) > _us(limit)
+_DurationReader = Callable[[bytes, int], tuple[int]]
 
 
 @dataclass(frozen=True)
 class MessageQueueConfig:
-    """Queue limits. Defaults are the spec's: 200 messages, 200 ms, 100 ms."""
+    """Queue limits; the defaults are the spec's (:mod:`bcnp.defaults`)."""
 
-    capacity: int = 200
-    connection_timeout: float = 0.2
-    max_command_lag: float = 0.1
+    capacity: int = QUEUE_CAPACITY
+    connection_timeout: float = LINK_TIMEOUT_S
+    max_command_lag: float = MAX_COMMAND_LAG_S
     duration_field: str = "durationMs"
 
     def __post_init__(self) -> None:
@@ -81,43 +80,66 @@ class QueueMetrics:
     skipped: int  # stale messages skipped instead of executed late
 
 
-# A run is a contiguous slice of queued messages from one packet or one push:
-# [next index, end index, source, data, duration offset, stride, unpack, arrival].
-# For a PacketView the durations are read straight from its bytes, so skipping
-# a stale message makes no message object; for a list of messages ``data`` is
-# None and the duration attribute is read instead.
-_IDX, _END, _SRC, _DATA, _BASE, _STRIDE, _UNPACK, _ARRIVAL = range(8)
-_Run = list[Any]
+class _Run:
+    """Queued messages ``source[next:end]`` of one packet or one push.
 
-
-def _compact(run: _Run, take: int) -> None:
-    """Points a partly accepted packet's run at a copy of only the accepted messages.
-
-    A view of a 65,535-message packet of which the full queue took a few
-    messages would otherwise keep all its 655 KB alive: a queue of 200 such
-    runs would pin 130 MB.
+    For a packet, durations are unpacked straight from ``buffer`` (the
+    packet's bytes) by ``read_duration``, so skipping a stale message makes no
+    message object; for a list of messages ``read_duration`` is ``None`` and
+    the duration attribute is read instead.
     """
-    src: PacketView = run[_SRC]
-    start = src._offset
-    payload = bytes(run[_DATA][start : start + take * run[_STRIDE]])
-    run[_SRC] = PacketView(src.spec, src.flags, take, payload, 0)
-    run[_DATA] = payload
-    run[_BASE] -= start
+
+    __slots__ = ("next", "end", "source", "buffer", "duration_offset", "stride", "read_duration", "arrival")
+
+    def __init__(
+        self,
+        source: PacketView | list[Message],
+        buffer: bytes,
+        duration_offset: int,
+        stride: int,
+        read_duration: _DurationReader | None,
+    ) -> None:
+        self.next = 0  # index in source of the next message to take
+        self.end = 0  # one past the last accepted message, set when queued
+        self.source = source
+        self.buffer = buffer
+        self.duration_offset = duration_offset  # buffer index of message 0's duration field
+        self.stride = stride  # bytes per message in buffer
+        self.read_duration = read_duration
+        self.arrival: int | None = None  # last receive time (us) when queued
+
+    def keep_only(self, take: int) -> None:
+        """Point a packet's run at a copy of its first ``take`` messages only.
+
+        A view of a 65,535-message packet of which the full queue took a few
+        messages would otherwise keep all its 655 KB alive: a queue of 200
+        such runs would pin 130 MB.
+        """
+        src = self.source
+        assert isinstance(src, PacketView)
+        start = src.payload_offset
+        payload = self.buffer[start : start + take * self.stride]
+        self.source = PacketView(src.spec, src.flags, take, payload, 0)
+        self.buffer = payload
+        self.duration_offset -= start
 
 
 class MessageQueue:
-    """Thread-safe queue of timed messages (any type with a ``durationMs`` field).
+    """Queue of timed messages (any type with a ``durationMs`` field).
 
-    The receive thread pushes (``push``, ``push_batch``, ``handle_packet``);
-    the robot thread calls ``update(now)`` once per tick and executes
-    ``active()``. Every method holds one lock briefly and never blocks on I/O.
+    The receiving side pushes (``push``, ``push_batch``, ``handle_packet``);
+    the robot loop calls ``update(now)`` once per tick and executes
+    ``active()``. No method blocks or does I/O. Not thread-safe: when a
+    receive thread and the robot loop share a queue, the owner holds one lock
+    around every call (each is brief).
 
     ``on_packet_reached(arrival, now)`` (seconds) is called by ``update(now)``
     when it takes the first message of a packet off the queue, with the
     arrival time recorded for that packet (see the module docs). It runs
-    under the queue's lock: it must be quick and must not call back into the
-    queue. An exception it raises is counted in ``callback_errors`` (the last
-    one kept in ``last_callback_error``); the message is executed all the same.
+    inside ``update``, under any lock its caller holds: it must be quick and
+    must not call back into the queue. An exception it raises is counted in
+    ``callback_errors`` (the last one kept in ``last_callback_error``); the
+    message is executed all the same.
     """
 
     def __init__(
@@ -129,10 +151,9 @@ class MessageQueue:
         self.config = config if config is not None else MessageQueueConfig()
         self._on_packet_reached = on_packet_reached
         self._capacity = self.config.capacity
-        self._timeout_us = _us(self.config.connection_timeout)
-        self._lag_us = _us(self.config.max_command_lag)
+        self._timeout_us = to_us(self.config.connection_timeout)
+        self._lag_us = to_us(self.config.max_command_lag)
         self._field = self.config.duration_field
-        self._lock = threading.Lock()
         self._runs: deque[_Run] = deque()
         self._size = 0
         self._active: Message | None = None
@@ -143,7 +164,7 @@ class MessageQueue:
         self._received = 0
         self._overflows = 0
         self._skipped = 0
-        self._readers: dict[MessageSpec, tuple[int, Callable[..., tuple[int]]]] = {}
+        self._readers: dict[MessageSpec, tuple[int, _DurationReader]] = {}
         self.callback_errors = 0  # exceptions raised by on_packet_reached
         self.last_callback_error: BaseException | None = None
 
@@ -154,53 +175,47 @@ class MessageQueue:
         return self.push_batch((msg,)) == 1
 
     def push_batch(self, msgs: Sequence[Message] | PacketView, clear: bool = False) -> int:
-        """Queue a packet's worth under one lock; returns how many were accepted.
+        """Queue a packet's worth at once; returns how many were accepted.
 
         With ``clear`` the queue and the active message are dropped first.
         Messages beyond the free space are refused and counted as overflows.
         """
         run = self._new_run(msgs)
-        with self._lock:
-            if clear:
-                self._clear_locked()
-            return self._append_locked(run, len(msgs))
+        if clear:
+            self._clear()
+        return self._append(run, len(msgs))
 
     def handle_packet(self, packet: PacketView, now: float) -> None:
-        """Dispatcher handler: CLEAR_QUEUE, batch push and liveness under one lock."""
+        """Dispatcher handler: CLEAR_QUEUE, batch push and liveness in one call."""
         run = self._new_run(packet)
-        t = round(now * _US)
-        with self._lock:
-            if packet.flags & CLEAR_QUEUE:
-                self._clear_locked()
-            self._last_rx = t
-            self._append_locked(run, packet.count)
+        if packet.flags & CLEAR_QUEUE:
+            self._clear()
+        self._last_rx = to_us(now)
+        self._append(run, packet.count)
 
     def notify_received(self, now: float) -> None:
         """A good packet arrived at ``now``: the link is alive."""
-        with self._lock:
-            self._last_rx = _us(now)
+        self._last_rx = to_us(now)
 
     def clear(self) -> None:
         """Drop every queued message and the active one (stop now)."""
-        with self._lock:
-            self._clear_locked()
+        self._clear()
 
     # -- robot side ----------------------------------------------------------
 
     def update(self, now: float) -> Message | None:
         """Advance time to ``now`` (seconds); returns the message to execute."""
-        t = _us(now)
-        with self._lock:
-            last = self._last_rx
-            if last is None or t - last > self._timeout_us:
-                self._clear_locked()
-                return None
-            if self._active is not None and t - self._active_start >= self._active_duration:
-                self._cursor = self._active_start + self._active_duration
-                self._active = None
-            if self._active is None:
-                self._promote_locked(t)
-            return self._active
+        t = to_us(now)
+        last = self._last_rx
+        if last is None or t - last > self._timeout_us:
+            self._clear()
+            return None
+        if self._active is not None and t - self._active_start >= self._active_duration:
+            self._cursor = self._active_start + self._active_duration
+            self._active = None
+        if self._active is None:
+            self._promote(t)
+        return self._active
 
     def active(self) -> Message | None:
         """The message to execute now, or ``None``."""
@@ -209,8 +224,7 @@ class MessageQueue:
     @property
     def active_started_at(self) -> float | None:
         """When the active message started (seconds, virtual time), or ``None``."""
-        with self._lock:
-            return self._active_start / _US if self._active is not None else None
+        return self._active_start / US_PER_S if self._active is not None else None
 
     def size(self) -> int:
         """Messages waiting (the active one not included)."""
@@ -221,12 +235,12 @@ class MessageQueue:
 
     def is_connected(self, now: float) -> bool:
         last = self._last_rx
-        return last is not None and _us(now) - last <= self._timeout_us
+        return last is not None and to_us(now) - last <= self._timeout_us
 
     @property
     def last_receive_time(self) -> float | None:
         last = self._last_rx
-        return None if last is None else last / _US
+        return None if last is None else last / US_PER_S
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -234,31 +248,31 @@ class MessageQueue:
 
     def drain(self) -> list[Message]:
         """Remove and return every waiting message, decoded (diagnostics, tests)."""
-        with self._lock:
-            out: list[Message] = []
-            for run in self._runs:
-                out.extend(map(run[_SRC].__getitem__, range(run[_IDX], run[_END])))
-            self._runs.clear()
-            self._size = 0
-            return out
+        out: list[Message] = []
+        for run in self._runs:
+            out.extend(map(run.source.__getitem__, range(run.next, run.end)))
+        self._runs.clear()
+        self._size = 0
+        return out
 
     # -- internals -----------------------------------------------------------
 
     def _new_run(self, msgs: Sequence[Message] | PacketView) -> _Run:
-        """A run over ``msgs`` (built outside the lock; its end is set on append)."""
+        """A run over ``msgs``, checked before anything is dropped (its end is set on append)."""
         if isinstance(msgs, PacketView):
             spec = msgs.spec
             reader = self._readers.get(spec)
             if reader is None:
                 reader = self._readers[spec] = self._reader(spec)
-            return [0, 0, msgs, msgs._data, msgs._offset + reader[0], spec.wire_size, reader[1], None]
+            offset, read = reader
+            return _Run(msgs, msgs.buffer, msgs.payload_offset + offset, spec.wire_size, read)
         items = list(msgs)
         for m in items:
             if not hasattr(m, self._field):
                 raise TypeError(f"{m!r} has no {self._field!r} field: it cannot be queued")
-        return [0, 0, items, None, 0, 0, None, None]
+        return _Run(items, b"", 0, 0, None)
 
-    def _reader(self, spec: MessageSpec) -> tuple[int, Callable[..., tuple[int]]]:
+    def _reader(self, spec: MessageSpec) -> tuple[int, _DurationReader]:
         """Offset and unpacker of the duration field inside one message of ``spec``."""
         try:
             field = spec.field(self._field)
@@ -268,46 +282,51 @@ class MessageQueue:
             raise TypeError(f"{spec.name}.{self._field} must be an integer field (milliseconds)")
         return field.offset, struct.Struct(">" + field.field_type.struct_code).unpack_from
 
-    def _append_locked(self, run: _Run, count: int) -> int:
+    def _append(self, run: _Run, count: int) -> int:
         self._received += count
         take = min(count, self._capacity - self._size)
         self._overflows += count - take
         if take > 0:
-            if take < count and run[_DATA] is not None and (take * run[_STRIDE]) << 2 < len(run[_DATA]):
-                _compact(run, take)
-            run[_END] = take
-            run[_ARRIVAL] = self._last_rx
+            if (
+                take < count
+                and run.read_duration is not None
+                and take * run.stride * COMPACT_RATIO < len(run.buffer)
+            ):
+                run.keep_only(take)
+            run.end = take
+            run.arrival = self._last_rx
             self._runs.append(run)
             self._size += take
         return take
 
-    def _clear_locked(self) -> None:
+    def _clear(self) -> None:
         self._runs.clear()
         self._size = 0
         self._active = None
         self._cursor = None
 
-    def _promote_locked(self, t: int) -> None:
+    def _promote(self, t: int) -> None:
+        """Take messages off the queue at ``t`` (us) until one is left running, or none."""
         floor = t - self._lag_us
         runs = self._runs
         while runs:
             run = runs[0]
-            index = run[_IDX]
-            data = run[_DATA]
-            if data is not None:
-                ms = run[_UNPACK](data, run[_BASE] + index * run[_STRIDE])[0]
+            index = run.next
+            read = run.read_duration
+            if read is not None:
+                ms = read(run.buffer, run.duration_offset + index * run.stride)[0]
             else:
-                ms = getattr(run[_SRC][index], self._field)
+                ms = getattr(run.source[index], self._field)
             duration = int(ms) * 1000
-            run[_IDX] = index + 1
-            if index + 1 >= run[_END]:
+            run.next = index + 1
+            if index + 1 >= run.end:
                 runs.popleft()
             self._size -= 1
             cursor = self._cursor
-            arrival = run[_ARRIVAL]
+            arrival = run.arrival
             if index == 0 and arrival is not None and self._on_packet_reached is not None:
                 try:
-                    self._on_packet_reached(arrival / _US, t / _US)
+                    self._on_packet_reached(arrival / US_PER_S, t / US_PER_S)
                 except Exception as exc:  # a broken callback must not cost the message
                     self.callback_errors += 1
                     self.last_callback_error = exc
@@ -324,7 +343,7 @@ class MessageQueue:
             if t - start >= duration:
                 self._cursor = start + duration  # finished inside this tick
                 continue
-            self._active = run[_SRC][index]
+            self._active = run.source[index]
             self._active_start = start
             self._active_duration = duration
             return

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from .schema import Message, MessageSpec
 from .wire import MAX_MESSAGES_PER_PACKET, encode_packet
@@ -39,7 +38,7 @@ class TelemetryAccumulator:
     def __init__(
         self,
         spec: MessageSpec,
-        send: Callable[[bytes], Any],
+        send: Callable[[bytes], object],
         flush_interval_ticks: int = 2,
         max_buffered: int = 32,
     ) -> None:

@@ -311,54 +311,121 @@ def test_garbage_header_claiming_65535_messages_does_not_stall_valid_packets(
 
 
 STEP = bcnp.parser.SEARCH_STEP
+GARBAGE_HEADER = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])  # DriveCmd x 65,535: 655 KB promised
+
+
+def searched_per_push(c: Collector, chunks: list[bytes]) -> list[tuple[int, int]]:
+    """Pushes ``chunks``; for each, its size and the bytes the push searched behind a waiting header."""
+    out = []
+    for chunk in chunks:
+        before = c.parser.bytes_searched
+        c.parser.push(chunk)
+        out.append((len(chunk), c.parser.bytes_searched - before))
+    return out
+
+
+def assert_each_push_searches_only_its_own_bytes(per_push: list[tuple[int, int]]) -> None:
+    # Plus the one byte before the push: a 0x03 there may pair with the push's first byte.
+    assert all(searched <= size + 1 for size, searched in per_push), per_push
 
 
 @pytest.mark.parametrize("offset", [STEP - 1, STEP, STEP + 1, STEP + 2, 2 * STEP + 1, 3 * STEP - 7])
-def test_search_steps_miss_no_packet_at_a_step_boundary(schema: bcnp.Schema, offset: int) -> None:
-    # The search behind a waiting header starts one byte after it and goes in
-    # steps of SEARCH_STEP bytes; a packet whose 03 02 pair straddles a step's
-    # end must still be found, in one push and in odd chunks.
-    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+def test_search_step_slices_miss_no_packet_at_a_slice_boundary(schema: bcnp.Schema, offset: int) -> None:
+    # The search behind a waiting header starts one byte after it; a packet whose 03 02 pair
+    # straddles the end of a SEARCH_STEP slice (or of any chunk) must still be found, with the
+    # same report as in one push.
     packet, follow = drive_packet(schema, 2, seed=1), drive_packet(schema, 1, seed=2)
-    stream = garbage_header + bytes(offset - len(garbage_header)) + packet + follow
-    for chunks in ([stream], chunked(stream, 5000)):
-        pauses: list[int] = []
-        c = Collector(schema, pause=lambda pauses=pauses: pauses.append(1))
-        c.push_all(chunks)
-        assert c.packets == [packet, follow]
-        assert c.codes == [PacketError.TRUNCATED]
-        if len(chunks) == 1:  # 5000-byte chunks are searched in one step each
-            assert len(pauses) == (offset - 1) // STEP
+    stream = GARBAGE_HEADER + bytes(offset - len(GARBAGE_HEADER)) + packet + follow
+    whole = Collector(schema)
+    whole.parser.push(stream)
+    assert whole.packets == [packet, follow]
+    assert whole.errors == [bcnp.ErrorInfo(PacketError.TRUNCATED, 0, 1)]
+    assert whole.parser.bytes_searched == offset - 1  # from behind the header up to the packet
+    for size in (STEP, 5000):
+        sliced = Collector(schema)
+        per_push = searched_per_push(sliced, chunked(stream, size))
+        assert sliced.packets == whole.packets and sliced.errors == whole.errors
+        assert_each_push_searches_only_its_own_bytes(per_push)
 
 
 @pytest.mark.parametrize("every", [7, 100, STEP // 2])
-def test_search_pauses_every_step_however_many_candidates_it_meets(schema: bcnp.Schema, every: int) -> None:
+def test_search_step_slices_bound_the_search_however_many_candidates_it_meets(
+    schema: bcnp.Schema, every: int
+) -> None:
     # Dead candidates (03 02 with an unknown type) every `every` bytes behind a header promising
-    # 655 KB: each step of the search still ends with a pause, and a real packet behind them all
-    # is still found.
-    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+    # 655 KB: one push searches all of them and finds the real packet behind them; in
+    # SEARCH_STEP slices each push searches no more than its own bytes, with the same outcome.
     dead = bytes([3, 2, 0, 0xFF, 0xFE, 0, 1]) + bytes(every - 7)
     filler = dead * (400_000 // every)
-    pauses = []
-    c = Collector(schema, pause=lambda: pauses.append(1))
     packet = drive_packet(schema, 2)
-    c.parser.push(garbage_header + filler + packet)
-    assert c.packets == [packet] and c.codes == [PacketError.TRUNCATED]
-    assert len(pauses) >= len(filler) // STEP - 1
+    stream = GARBAGE_HEADER + filler + packet
+    whole = Collector(schema)
+    whole.parser.push(stream)
+    assert whole.packets == [packet] and whole.codes == [PacketError.TRUNCATED]
+    assert whole.parser.bytes_searched == len(GARBAGE_HEADER) - 1 + len(filler)
+    sliced = Collector(schema)
+    per_push = searched_per_push(sliced, chunked(stream, STEP))
+    assert sliced.packets == whole.packets and sliced.errors == whole.errors
+    assert_each_push_searches_only_its_own_bytes(per_push)
 
 
-def test_search_behind_a_waiting_header_pauses_between_steps(schema: bcnp.Schema) -> None:
-    # 600 KB behind a header promising 655 KB: the robot loop gets a chance
-    # every SEARCH_STEP bytes, however big the chunk.
-    garbage_header = bytes([3, 2, 0, 0, 1, 0xFF, 0xFF])
+def test_search_behind_a_waiting_header_covers_each_byte_once_per_push(schema: bcnp.Schema) -> None:
+    # 600 KB behind a header promising 655 KB: one push searches all of it, once; pushed in
+    # SEARCH_STEP slices, each push searches only its own bytes, so a receive thread that
+    # yields between slices holds the interpreter for one slice's search at a time.
     filler = bytes(600_000)
-    pauses = []
-    c = Collector(schema, pause=lambda: pauses.append(1))
-    c.parser.push(garbage_header + filler)
-    assert len(pauses) == (len(filler) - 1) // STEP
+    whole = Collector(schema)
+    whole.parser.push(GARBAGE_HEADER + filler)
+    assert whole.parser.bytes_searched == len(GARBAGE_HEADER) - 1 + len(filler)
+    sliced = Collector(schema)
+    per_push = searched_per_push(sliced, chunked(GARBAGE_HEADER + filler, STEP))
+    assert_each_push_searches_only_its_own_bytes(per_push)
+    assert sum(searched for _, searched in per_push) <= len(GARBAGE_HEADER + filler) + len(per_push)
     packet = drive_packet(schema, 3)
-    c.parser.push(packet)
-    assert c.packets == [packet]
+    for c in (whole, sliced):
+        c.parser.push(packet)
+        assert c.packets == [packet] and c.codes == [PacketError.TRUNCATED]
+        assert c.parser.buffered == 0
+    assert sliced.errors == whole.errors
+
+
+def test_largest_packet_in_search_step_slices_gives_what_one_push_gives(schema: bcnp.Schema) -> None:
+    # A real 655 KB frame is searched behind while it streams in; slice by slice that search
+    # stays within each push's bytes, and packets, errors and counters come out as in one push.
+    big = drive_packet(schema, 65535, seed=5)
+    bad = bytearray(drive_packet(schema, 4, seed=6))
+    bad[-1] ^= 1
+    small = [drive_packet(schema, n, seed=n) for n in (3, 0, 1)]
+    stream = big + small[0] + bytes(bad) + b"\x00" * 1000 + small[1] + GARBAGE_HEADER + small[2]
+    whole = Collector(schema)
+    whole.parser.push(stream)
+    assert whole.packets == [big, *small]
+    assert whole.parser.bytes_searched == len(GARBAGE_HEADER) - 1  # the big frame was whole: no search
+    sliced = Collector(schema)
+    per_push = searched_per_push(sliced, chunked(stream, STEP))
+    assert sliced.packets == whole.packets and sliced.errors == whole.errors
+    assert_each_push_searches_only_its_own_bytes(per_push)
+    assert sliced.parser.bytes_searched >= len(big) - len(GARBAGE_HEADER)  # the search did run
+    for attr in ("packets", "errors", "bytes_received", "bytes_dropped", "buffered"):
+        assert getattr(sliced.parser, attr) == getattr(whole.parser, attr), attr
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_a_small_packet_in_a_big_chunk_gets_its_own_bytes(schema: bcnp.Schema, padding: int) -> None:
+    # Under 1/OWN_COPY_RATIO of the buffer it was parsed from, a packet is copied out, so a
+    # queue of views never pins chunks many times the data it holds; otherwise it is a view.
+    packet = drive_packet(schema, 2)
+    ratio = bcnp.parser.OWN_COPY_RATIO
+    stream = packet + bytes(len(packet) * (ratio - 1) + padding)  # zeros: one resync, no packet
+    c = Collector(schema)
+    c.parser.push(stream)
+    assert c.packets == [packet] and c.codes == [PacketError.UNSUPPORTED_VERSION]
+    view = c.views[0]
+    if padding:
+        assert view.buffer == packet and view.payload_offset == bcnp.HEADER_SIZE
+    else:
+        assert view.buffer == stream and view.payload_offset == bcnp.HEADER_SIZE
+    assert bytes(view.payload) == packet[bcnp.HEADER_SIZE : -4]
 
 
 def test_big_valid_packet_is_not_cut_by_speculation(schema: bcnp.Schema) -> None:

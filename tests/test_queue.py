@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import tracemalloc
 from collections.abc import Callable
@@ -20,7 +21,9 @@ from hypothesis import strategies as st
 from support import rule_start
 
 import bcnp
+import bcnp.defaults
 from bcnp import MessageQueue, MessageQueueConfig
+from bcnp.queue import COMPACT_RATIO
 
 SCHEMA = bcnp.load_schema(Path(__file__).parent.parent / "schema" / "messages.json")
 TEST_SCHEMA = bcnp.load_schema(Path(__file__).parent / "data" / "test_schema.json")
@@ -377,6 +380,14 @@ def test_capacity_must_be_positive() -> None:
         MessageQueueConfig(capacity=0)
 
 
+def test_default_limits_are_the_spec_defaults() -> None:
+    config = MessageQueueConfig()
+    assert (config.capacity, config.connection_timeout, config.max_command_lag) == (200, 0.2, 0.1)
+    assert config == MessageQueueConfig(
+        bcnp.defaults.QUEUE_CAPACITY, bcnp.defaults.LINK_TIMEOUT_S, bcnp.defaults.MAX_COMMAND_LAG_S
+    )
+
+
 # -- CLEAR_QUEUE and clear() --------------------------------------------------------------------------
 
 
@@ -670,7 +681,8 @@ def _yield_cpu() -> None:
 
 
 def test_concurrent_push_and_update_keep_counts_consistent() -> None:
-    """A receive thread decodes and pushes packets while the robot thread ticks.
+    """A receive thread decodes and pushes packets while the robot thread ticks, each call under
+    the one lock their owner holds (the queue itself takes none).
 
     With ``max_command_lag`` 0 no message can complete inside a tick (a promoted message starts at
     ``now`` at the earliest), so every dequeued message is either skipped or returned by update():
@@ -684,6 +696,7 @@ def test_concurrent_push_and_update_keep_counts_consistent() -> None:
         for p in range(packets_count)
     ]
     q = MessageQueue(MessageQueueConfig(capacity=64, connection_timeout=1e6, max_command_lag=0.0))
+    lock = threading.Lock()
     errors: list[BaseException] = []
     executed: list[int] = []
     producer_done = threading.Event()
@@ -693,7 +706,9 @@ def test_concurrent_push_and_update_keep_counts_consistent() -> None:
         try:
             start.wait()
             for p, frame in enumerate(frames):
-                q.handle_packet(bcnp.decode_packet(SCHEMA, frame), p * 0.001)
+                view = bcnp.decode_packet(SCHEMA, frame)
+                with lock:
+                    q.handle_packet(view, p * 0.001)
                 _yield_cpu()
         except BaseException as exc:
             errors.append(exc)
@@ -709,7 +724,8 @@ def test_concurrent_push_and_update_keep_counts_consistent() -> None:
                 if producer_done.is_set():
                     extra += 1
                 now_us += 3000
-                k = cmd_index(q.update(now_us / US))
+                with lock:
+                    k = cmd_index(q.update(now_us / US))
                 if k is not None and (not executed or executed[-1] != k):
                     executed.append(k)
                 _yield_cpu()
@@ -888,3 +904,24 @@ def test_a_full_queue_keeps_only_the_accepted_bytes_of_big_packets() -> None:
     assert queue.metrics.overflows == 200 * 65_534
     assert held < 1_000_000, f"{held:,} bytes held for 200 queued commands"
     assert [m.vx for m in queue.drain()] == [0.5] * 200  # what was kept decodes intact
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_partly_accepted_packet_is_copied_only_below_the_compact_ratio(extra: int) -> None:
+    """The accepted messages are copied out when they are under 1/COMPACT_RATIO of the packet's
+    buffer; at that share or above, the queue keeps the packet's own buffer."""
+    count = 40
+    data = bcnp.encode_packet(DRIVE, [cmd(k, 20) for k in range(count)])
+    # The most messages that are still under 1/COMPACT_RATIO of the buffer, or one more.
+    take = (len(data) - 1) // (DRIVE.wire_size * COMPACT_RATIO) + extra
+    view = bcnp.decode_packet(SCHEMA, data)
+    assert view.buffer is data
+    q = MessageQueue(MessageQueueConfig(capacity=take))
+    refs = sys.getrefcount(data)
+    q.handle_packet(view, 0.0)
+    del view
+    # Kept: the queued view and the run hold the buffer (and the test's view is gone); copied:
+    # nothing in the queue does.
+    assert sys.getrefcount(data) == (refs + 1 if extra else refs - 1)
+    assert q.metrics.overflows == count - take
+    assert [cmd_index(m) for m in q.drain()] == list(range(take))

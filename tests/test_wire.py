@@ -465,6 +465,50 @@ def test_decode_packet_from_wider_layout_is_schema_mismatch() -> None:
     assert decode_error(packet).code is PacketError.SCHEMA_MISMATCH
 
 
+def test_check_header_returns_spec_flags_count_and_frame() -> None:
+    assert bcnp.wire.check_header(DRIVE_PACKET, 0, SCHEMA.by_id) == (DRIVE_CMD, 1, 2, len(DRIVE_PACKET))
+    # Anywhere in a buffer, bytes-like, whatever follows the header.
+    padded = bytearray(b"\x55" * 5 + DRIVE_PACKET[:7])
+    assert bcnp.wire.check_header(memoryview(padded), 5, SCHEMA.by_id) == (DRIVE_CMD, 1, 2, 31)
+
+
+def header(major: int = 3, minor: int = 2, type_id: int = 1, count: int = 2) -> bytes:
+    return struct.pack(">BBBHH", major, minor, 0, type_id, count)
+
+
+@pytest.mark.parametrize(
+    ("data", "limits", "expected"),
+    [
+        (header(major=2), {}, PacketError.UNSUPPORTED_VERSION),
+        (header(minor=1), {}, PacketError.UNSUPPORTED_VERSION),
+        (header(major=2, type_id=99, count=9), {"max_messages": 1}, PacketError.UNSUPPORTED_VERSION),
+        (header(type_id=99), {}, PacketError.UNKNOWN_MESSAGE_TYPE),
+        (header(type_id=99, count=9), {"max_messages": 1, "max_frame": 11}, PacketError.UNKNOWN_MESSAGE_TYPE),
+        (header(count=11), {"max_messages": 10}, PacketError.TOO_MANY_MESSAGES),
+        (header(count=10), {"max_messages": 10}, (DRIVE_CMD, 0, 10, 111)),
+        (header(count=10), {"max_frame": 110}, PacketError.TOO_MANY_MESSAGES),
+        (header(count=10), {"max_frame": 111}, (DRIVE_CMD, 0, 10, 111)),
+        (header(count=0xFFFF), {}, (DRIVE_CMD, 0, 0xFFFF, 655_361)),
+    ],
+)
+def test_check_header_rules_in_order(data: bytes, limits: dict[str, int], expected: object) -> None:
+    assert bcnp.wire.check_header(data, 0, SCHEMA.by_id, **limits) == expected
+
+
+def test_packet_view_exposes_its_buffer_and_payload_offset_without_copying() -> None:
+    data = b"\x55\x55" + DRIVE_PACKET
+    view = bcnp.PacketView(DRIVE_CMD, 1, 2, data, 2 + bcnp.HEADER_SIZE)
+    assert view.buffer is data and view.payload_offset == 9
+    assert view.to_bytes() == DRIVE_PACKET
+    assert DRIVE_CMD.struct.unpack_from(view.buffer, view.payload_offset + DRIVE_CMD.wire_size) == view.raw(1)
+    decoded = bcnp.decode_packet(SCHEMA, DRIVE_PACKET)
+    assert decoded.buffer is DRIVE_PACKET and decoded.payload_offset == bcnp.HEADER_SIZE
+    with pytest.raises(AttributeError):
+        decoded.buffer = b""  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        decoded.payload_offset = 0  # type: ignore[misc]
+
+
 CHECKED_BITS = range(bcnp.HEADER_SIZE * 8, len(DRIVE_PACKET) * 8)
 
 
