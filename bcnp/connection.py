@@ -181,6 +181,7 @@ class Connection:
         datagrams: bool = False,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
+        search_budget: int | None = None,
     ) -> None:
         if min(handshake_timeout, idle_timeout) <= 0 or link_timeout < 0:
             raise ValueError("handshake and idle timeouts must be > 0 seconds, the link timeout >= 0")
@@ -202,8 +203,17 @@ class Connection:
         #: When the last packet arrived (``None`` before the first).
         self.last_packet: float | None = None
         self.packets = 0
+        #: Frames the packets behind a passed handshake. With ``search_budget``
+        #: (bytes, see :data:`~bcnp.parser.SEARCH_STEP`) a call searches at most
+        #: that much behind a waiting frame: call :meth:`resume` while
+        #: :attr:`search_pending`, yielding in between.
         self.parser = StreamParser(
-            schema, self._deliver, on_error, max_buffer=max_buffer, max_messages=max_messages
+            schema,
+            self._deliver,
+            on_error,
+            max_buffer=max_buffer,
+            max_messages=max_messages,
+            search_budget=search_budget,
         )
         self._received = bytearray()  # the handshake so far, then what followed it until accept()
         self._now = opened_at
@@ -302,6 +312,15 @@ class Connection:
         dropped = self.parser.buffered
         self.parser.reset()
         return dropped
+
+    @property
+    def search_pending(self) -> bool:
+        """The parser's search budget cut a search short: :meth:`resume` goes on."""
+        return self.parser.search_pending
+
+    def resume(self) -> None:
+        """Go on with a search the budget cut short (packets it finds keep their receive time)."""
+        self.parser.resume()
 
     # -- state ------------------------------------------------------------------------------
 

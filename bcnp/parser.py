@@ -57,17 +57,16 @@ _VERSION_PAIR = bytes((PROTOCOL_MAJOR, PROTOCOL_MINOR))
 #: waiting frame, resolves.
 MAX_CANDIDATES = 64
 
-#: The most bytes a caller that must yield between pushes (a receive thread
-#: sharing the interpreter with the robot loop) should push at a time. While a
-#: frame waits for its bytes, a push searches only its own new bytes behind the
-#: waiting header (and at most 5 bytes before them: a trailing 0x03, or the
-#: start of a header this push completes). That search holds the interpreter
-#: lock throughout: about 30 us for 16 KiB of small command messages, whose bytes hold many
-#: 0x03. Two rarer pushes search more (counted in
-#: :attr:`StreamParser.bytes_searched`): one that completes a waiting frame
-#: whose CRC fails, as the bytes behind its header are parsed again, and the
-#: first after a pending candidate resolved while :data:`MAX_CANDIDATES` were
-#: pending, as the search resumes over the bytes that arrived meanwhile.
+#: A search budget for a caller that must yield often (a receive thread
+#: sharing the interpreter with the robot loop): push at most this many bytes
+#: at a time, give the parser ``search_budget=SEARCH_STEP``, and between steps
+#: yield, then call :meth:`StreamParser.resume` while
+#: :attr:`StreamParser.search_pending`. Each call then searches at most this
+#: many bytes behind a waiting header (about 30 us for 16 KiB of small command
+#: messages, whose bytes hold many 0x03), however much is buffered: also when a
+#: waiting frame completes with a bad CRC and the bytes behind its header are
+#: parsed again, and when a candidate resolves after :data:`MAX_CANDIDATES`
+#: were pending.
 SEARCH_STEP = 16 * 1024
 
 #: A packet whose frame is under 1/8 of the buffer it was parsed from gets its
@@ -99,9 +98,11 @@ class StreamParser:
     default it is the largest legal packet of the schema, so every packet the
     schema allows can be received.
 
-    The parser never waits and never yields: a caller that must let another
-    thread run while a large packet streams in pushes at most
-    :data:`SEARCH_STEP` bytes at a time and yields between pushes.
+    The parser never waits and never yields. With ``search_budget`` (bytes), a
+    call searches at most that many bytes behind a waiting header and leaves
+    the rest for :meth:`resume` (:attr:`search_pending` says there is some):
+    the caller yields in between, and packets come out in the same order as
+    without a budget. A push of new bytes first goes on with such a search.
     """
 
     def __init__(
@@ -111,6 +112,7 @@ class StreamParser:
         on_error: Callable[[ErrorInfo], object] | None = None,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
+        search_budget: int | None = None,
     ) -> None:
         if not 0 <= max_messages <= MAX_MESSAGES_PER_PACKET:
             raise ValueError(f"max_messages must be 0..{MAX_MESSAGES_PER_PACKET}")
@@ -119,11 +121,16 @@ class StreamParser:
             max_buffer = largest
         if max_buffer < MIN_PACKET_SIZE:
             raise ValueError(f"max_buffer must be at least {MIN_PACKET_SIZE} bytes")
+        if search_budget is not None and search_budget < 1:
+            raise ValueError("search_budget must be at least 1 byte, or None for no budget")
         self.schema = schema
         self.on_packet = on_packet
         self.on_error = on_error
         self.max_buffer = max_buffer
         self.max_messages = max_messages
+        self.search_budget = search_budget
+        #: A search was cut short by ``search_budget``: call :meth:`resume`.
+        self.search_pending = False
         self._specs = schema.by_id
         # Counters (read from any thread; written only by the pushing thread).
         self.bytes_received = 0
@@ -152,6 +159,7 @@ class StreamParser:
         self._scan = 0  # first _buf index not yet searched for candidates
         self._pending: list[int] = []  # candidate headers whose frame is incomplete
         self._consecutive = 0
+        self.search_pending = False
 
     @property
     def buffered(self) -> int:
@@ -163,29 +171,42 @@ class StreamParser:
         return self._consecutive
 
     def push(self, data: bytes | bytearray | memoryview) -> None:
-        """Feed bytes; delivers every packet they complete, in order."""
+        """Feed bytes; delivers every packet they complete, in order (with a
+        ``search_budget``, possibly some only in :meth:`resume`)."""
         size = len(data)
         if not size:
             return
+        if self.search_pending:  # the owner did not resume: finish that search first, in order
+            budget, self.search_budget = self.search_budget, None
+            try:
+                self._search_waiting(self._buf)
+            finally:
+                self.search_budget = budget
         self.bytes_received += size
         buf = self._buf
         if buf:
             buf += data
             if len(buf) < self._need:
-                found = self._search(buf, len(buf))
-                if found < 0:
-                    return
-                self._report(PacketError.TRUNCATED, 0, found)
-                start = found
-            else:
-                start = 0
+                self._search_waiting(buf)
+                return
             work = bytes(buf)
         else:
             work = data if type(data) is bytes else bytes(data)
-            start = 0
-        self._parse(work, start)
+        self._parse(work, 0)
+
+    def resume(self) -> None:
+        """Go on with a search ``search_budget`` cut short (see :attr:`search_pending`)."""
+        if self.search_pending:
+            self._search_waiting(self._buf)
 
     # -- internals ---------------------------------------------------------
+
+    def _search_waiting(self, buf: bytearray) -> None:
+        """Search behind the waiting frame at the start of ``buf``; parse on from a packet found there."""
+        found = self._search(buf, len(buf))
+        if found >= 0:
+            self._report(PacketError.TRUNCATED, 0, found)
+            self._parse(bytes(buf), found)
 
     def _report(self, code: PacketError, pos: int, skip: int) -> None:
         """Count an error at ``pos`` after which ``skip`` bytes are dropped."""
@@ -286,6 +307,7 @@ class StreamParser:
         ``self._scan``. Returns the position of the first valid packet, or -1
         (state updated so that no byte is examined twice while nothing changes).
         """
+        self.search_pending = False
         with memoryview(data) as view:
             still: list[int] = []
             for c in self._pending:
@@ -295,8 +317,12 @@ class StreamParser:
                 if status is _Candidate.INCOMPLETE:
                     still.append(c)
             start = pos = max(self._scan, base + 1)
+            budget = self.search_budget
+            # Pairs that start before ``limit`` (the last may end one byte past it).
+            limit = end if budget is None or end - start <= budget else start + budget
+            stop = end if limit == end else limit + 1
             while True:
-                c = data.find(_VERSION_PAIR, pos, end)
+                c = data.find(_VERSION_PAIR, pos, stop)
                 if c < 0:
                     break
                 status = self._check_candidate(data, view, c, end)
@@ -314,10 +340,15 @@ class StreamParser:
                         return -1
                     still.append(c)
                 pos = c + 1
+            self._pending = still
+            if limit < end:  # the budget is spent: the rest is for resume()
+                self.bytes_searched += limit - start
+                self._scan = limit
+                self.search_pending = True
+                return -1
             self.bytes_searched += end - start
             # A final 0x03 may pair with the next chunk's first byte.
             self._scan = max(pos, end - 1)
-            self._pending = still
             return -1
 
     def _check_candidate(self, data: Buffer, view: memoryview, c: int, end: int) -> _Candidate:

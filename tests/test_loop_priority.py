@@ -181,6 +181,36 @@ def test_the_receive_thread_pauses_every_search_step_behind_a_waiting_frame(sche
         server.stop()
 
 
+def test_a_long_search_after_a_failed_frame_goes_on_a_step_at_a_time(schema: bcnp.Schema) -> None:
+    """A 100 KB frame completes with a bad CRC and a fake header inside it sends the parser
+    searching the 100 KB behind that one: the link's budget cuts that search into steps
+    and the receive thread pauses between them."""
+    calls: list[str] = []
+    server = _paused_server(schema, calls)
+    try:
+        with _controller(schema, server) as sock:
+            drive = schema["DriveCmd"]
+            count = 10_000
+            inner = bytearray(count * drive.wire_size)
+            inner[3:10] = bytes([3, 2, 0, 0, drive.id, 0xFF, 0xFF])
+            waiting = bytes([3, 2, 0, 0, drive.id]) + count.to_bytes(2, "big") + bytes(inner) + bytes(4)
+            good = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 2)
+            sock.sendall(waiting[:-4])
+            wait_until(lambda: server.status().bytes_in == len(waiting) - 4, what="the waiting frame")
+            link = server.link
+            assert link is not None and link.parser.search_budget == SEARCH_STEP
+            calls.clear()
+            searched = link.parser.bytes_searched
+            sock.sendall(waiting[-4:] + good)  # bad CRC; the packet behind the fake header is found
+            wait_until(lambda: "packet 2" in calls, what="the packet behind the fake header")
+            searched = link.parser.bytes_searched - searched
+            assert searched > 5 * SEARCH_STEP  # the long search did happen
+            assert calls.count("pause") >= searched // SEARCH_STEP
+            assert not link.search_pending
+    finally:
+        server.stop()
+
+
 def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp.Schema) -> None:
     priority = LoopPriority(max_pause=60)
     dispatcher = Dispatcher(schema)

@@ -523,3 +523,118 @@ def test_a_packet_behind_many_fake_headers_is_delayed_never_lost(schema: bcnp.Sc
         parser.push(chunk)
     parser.push(bytes(65_535 * drive.wire_size))  # the first fake frame completes (and fails its CRC)
     assert got[:2] == [a, b]  # both, in order
+
+
+# -- search budget: a bounded step per call, resumed by the owner ------------------------------------
+
+
+def budgeted_feed(c: Collector, data: bytes, step: int) -> list[int]:
+    """Pushes ``data`` in slices of ``step`` with ``search_budget`` = ``step`` set on the parser,
+    resuming while a search is pending, as a transport does; returns the bytes each call searched."""
+    searched = []
+    parser = c.parser
+    for piece in chunked(data, step):
+        before = parser.bytes_searched
+        parser.push(piece)
+        searched.append(parser.bytes_searched - before)
+        while parser.search_pending:
+            before = parser.bytes_searched
+            parser.resume()
+            searched.append(parser.bytes_searched - before)
+    return searched
+
+
+def path_a_stream(schema: bcnp.Schema) -> bytes:
+    """A waiting frame that completes with a bad CRC after 100 KB, a fake header early inside it
+    (so the re-parse searches the 100 KB behind that one), then valid packets."""
+    drive = schema["DriveCmd"]
+    count = 10_000  # 100,011-byte frame
+    inner = bytearray(count * drive.wire_size)
+    inner[3:10] = GARBAGE_HEADER  # re-parsed after the CRC failure: 655 KB promised again
+    waiting = bytes([3, 2, 0, 0, drive.id]) + count.to_bytes(2, "big") + bytes(inner) + b"\0\0\0\0"
+    return waiting + drive_packet(schema, 3, seed=1) + drive_packet(schema, 1, seed=2)
+
+
+def path_b_stream(schema: bcnp.Schema) -> bytes:
+    """A waiting header, then more fake headers than the parser tracks, each promising 50 KB:
+    the search stops at the one too many until the tracked ones resolve (their CRCs fail),
+    then goes on over everything that arrived meanwhile, where a valid packet waits."""
+    fake = bytes([3, 2, 0, 0, schema["DriveCmd"].id]) + (5_000).to_bytes(2, "big")
+    fakes = fake * (bcnp.parser.MAX_CANDIDATES + 2)
+    return GARBAGE_HEADER + fakes + bytes(80_000) + drive_packet(schema, 2, seed=3) + bytes(300)
+
+
+@pytest.mark.parametrize("stream", [path_a_stream, path_b_stream], ids=["crc-fail", "candidates-full"])
+@pytest.mark.parametrize("step", [STEP, 4096, 997])
+def test_a_search_budget_bounds_every_call_and_changes_nothing_delivered(
+    schema: bcnp.Schema, stream: object, step: int
+) -> None:
+    data = stream(schema)  # type: ignore[operator]
+    whole = Collector(schema)
+    for piece in chunked(data, step):
+        whole.parser.push(piece)
+    budgeted = Collector(schema, search_budget=step)
+    searched = budgeted_feed(budgeted, data, step)
+    assert budgeted.packets == whole.packets and budgeted.errors == whole.errors
+    assert budgeted.parser.buffered == whole.parser.buffered
+    assert budgeted.parser.bytes_dropped == whole.parser.bytes_dropped
+    assert max(searched) <= step + 5, max(searched)
+    assert len(budgeted.packets) >= 1
+    # Without the budget, one push searched far more than its own bytes: what the budget is for.
+    unbounded = searched_per_push(Collector(schema), chunked(data, step))
+    assert max(s for _, s in unbounded) > 3 * step
+
+
+def test_a_push_with_a_search_pending_finishes_it_first(schema: bcnp.Schema) -> None:
+    """An owner that pushes without resuming loses nothing and keeps the order."""
+    data = path_a_stream(schema)
+    whole = Collector(schema)
+    whole.parser.push(data)
+    lazy = Collector(schema, search_budget=1000)
+    for piece in chunked(data, 50_000):
+        lazy.parser.push(piece)
+    while lazy.parser.search_pending:
+        lazy.parser.resume()
+    assert lazy.packets == whole.packets and lazy.errors == whole.errors
+
+
+def test_a_search_budget_must_be_positive(schema: bcnp.Schema) -> None:
+    with pytest.raises(ValueError, match="search_budget"):
+        bcnp.StreamParser(schema, print, search_budget=0)
+    parser = bcnp.StreamParser(schema, print, search_budget=1)
+    parser.resume()  # nothing pending: nothing happens
+    assert not parser.search_pending and parser.bytes_searched == 0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(
+        st.one_of(
+            st.binary(max_size=60),
+            st.just(GARBAGE_HEADER),
+            st.integers(1, 40).map(lambda n: bytes([3, 2, 0, 0, 1]) + n.to_bytes(2, "big")),
+            st.integers(0, 6),  # a valid packet of that many DriveCmds
+        ),
+        max_size=30,
+    ),
+    size=st.integers(1, 300),
+    budget=st.integers(1, 200),
+)
+def test_any_search_budget_delivers_what_no_budget_does(
+    schema: bcnp.Schema, parts: list[bytes | int], size: int, budget: int
+) -> None:
+    stream = b"".join(drive_packet(schema, p, seed=p) if isinstance(p, int) else p for p in parts)
+    stream += bytes(700)  # resolve what waits, as far as 700 bytes can
+    free = Collector(schema)
+    free.push_all(chunked(stream, size))
+    bounded = Collector(schema, search_budget=budget)
+    searched = budgeted_feed(bounded, stream, size) if size <= budget else None
+    if searched is None:  # slices larger than the budget: pushed as they are, then resumed
+        for piece in chunked(stream, size):
+            bounded.parser.push(piece)
+            while bounded.parser.search_pending:
+                bounded.parser.resume()
+    assert bounded.packets == free.packets and bounded.errors == free.errors
+    assert bounded.parser.buffered == free.parser.buffered
+    if searched is not None:
+        assert max(searched, default=0) <= budget + 5

@@ -391,6 +391,8 @@ class ServerBase:
             datagrams=datagrams,
             max_buffer=sink.max_buffer,
             max_messages=sink.max_messages,
+            # With the robot loop to yield to, no call searches more than a step.
+            search_budget=SEARCH_STEP if self.pause is not None else None,
         )
 
     def _on_parse_error(self, info: ErrorInfo) -> None:
@@ -400,11 +402,12 @@ class ServerBase:
         self.counters.parse_errors += 1
 
     def _feed(self, link: Connection, data: bytes, now: float) -> None:
-        """Hand received bytes to the controller's link, ``SEARCH_STEP`` bytes at a time
-        when the robot loop may need the interpreter (one push searches only its own bytes)."""
+        """Hand received bytes to the controller's link. When the robot loop may need
+        the interpreter: ``SEARCH_STEP`` bytes at a time, and a search the link's
+        budget cut short goes on a step at a time, with a pause between steps."""
         self.counters.bytes_in += len(data)
         pause = self.pause
-        if pause is None or len(data) <= SEARCH_STEP:
+        if pause is None:
             link.receive_data(data, now)
             return
         with memoryview(data) as view:
@@ -412,6 +415,9 @@ class ServerBase:
                 if start:
                     pause()
                 link.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
+                while link.search_pending:
+                    pause()
+                    link.resume()
 
     def _take_controller(self, link: Connection, peer: tuple[object, ...], now: float) -> None:
         """A verified peer becomes the controller (slot already held): the previous
