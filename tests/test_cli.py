@@ -165,8 +165,14 @@ def test_the_module_entry_point_exits_non_zero_without_a_traceback() -> None:
 @pytest.mark.parametrize("command", ["replay", "send"])
 def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
     args = [str(ROOT / "paths" / "square.csv")] if command == "replay" else ["0.5", "0", "10000"]
+    # A test run started in the background (a CI job, `cmd &`) ignores SIGINT and a child
+    # inherits that, so the child puts Python's own Ctrl-C handler back, as a terminal has it.
+    python_m_bcnp = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'bcnp'; runpy.run_module('bcnp', run_name='__main__', alter_sys=True)"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bcnp", command, "--port", str(robot.tcp.port), *args],
+        [sys.executable, "-c", python_m_bcnp, command, "--port", str(robot.tcp.port), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
