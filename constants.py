@@ -17,7 +17,18 @@ from bcnp import MessageQueueConfig
 from bcnp.defaults import KITBOT_TRACK_WIDTH_M
 from bcnp.transport import TransportConfig
 
-# -- wiring (roboRIO channels) ------------------------------------------------------
+# -- drivetrain wiring -------------------------------------------------------------------
+
+#: Which wiring drives this robot (subsystems/drivetrain_io.py): "kitbot" (two PWM
+#: controllers, DIO encoders, analog gyro; the sections below) or "sparkmax" (four
+#: SPARK MAX on CAN; the SPARK MAX section). The BCNP_DRIVETRAIN environment
+#: variable overrides it, so the simulator and the tests can run either.
+DRIVETRAIN = "kitbot"
+DRIVETRAIN_ENV = "BCNP_DRIVETRAIN"
+#: Motors not updated for this long are stopped by WPILib motor safety (both wirings).
+MOTOR_SAFETY_TIMEOUT_S = 0.1
+
+# -- kitbot wiring (roboRIO channels) ------------------------------------------------
 
 LEFT_MOTOR_PWM = 0
 RIGHT_MOTOR_PWM = 1  # mounted mirrored: inverted in code
@@ -36,6 +47,36 @@ TRACK_WIDTH_M = KITBOT_TRACK_WIDTH_M  # 26 in, wheel centre to wheel centre
 GEAR_RATIO = 10.71  # motor turns per wheel turn
 ENCODER_CPR = 360  # encoder cycles per wheel revolution (encoder on the output shaft)
 ENCODER_DISTANCE_PER_PULSE_M = math.pi * WHEEL_DIAMETER_M / ENCODER_CPR
+
+# -- SPARK MAX wiring (DRIVETRAIN = "sparkmax"): the reference robot's drivetrain ----------
+
+SPARKMAX_LEFT_LEADER_CAN = 2
+SPARKMAX_LEFT_FOLLOWER_CAN = 3
+SPARKMAX_RIGHT_LEADER_CAN = 4
+SPARKMAX_RIGHT_FOLLOWER_CAN = 5
+POWER_DISTRIBUTION_CAN = 1  # not used by the code; where it sits on the bus
+#: The right side is mounted mirrored: its leader (and so its follower) runs inverted.
+SPARKMAX_RIGHT_INVERTED = True
+#: False: brushed motors (CIMs) with an encoder on the SPARK MAX data port;
+#: True: brushless NEOs, read through their built-in hall sensor.
+SPARKMAX_BRUSHLESS = False
+#: Encoder counts per motor revolution (brushed only; a NEO's sensor is fixed).
+SPARKMAX_ENCODER_CPR = 42
+#: Motor turns to metres at the wheel, and motor RPM to m/s at the wheel.
+SPARKMAX_POSITION_FACTOR_M_PER_ROT = math.pi * WHEEL_DIAMETER_M / GEAR_RATIO
+SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
+#: The controllers' velocity loop, slot 0, in those units: P in fraction of full
+#: output per m/s of error; the feedforward is the reference's 1/1.5 of full output
+#: per m/s (full speed at 1.5 m/s), given to REVLib in volts at 12 V nominal.
+SPARKMAX_VELOCITY_KP = 0.1
+SPARKMAX_VELOCITY_KI = 0.0
+SPARKMAX_VELOCITY_KD = 0.0
+SPARKMAX_VELOCITY_FF_PER_MPS = 1 / 1.5
+SPARKMAX_NOMINAL_VOLTAGE_V = 12.0
+SPARKMAX_VELOCITY_KV_V_PER_MPS = SPARKMAX_VELOCITY_FF_PER_MPS * SPARKMAX_NOMINAL_VOLTAGE_V
+#: None: no gyro, the wheels give the heading (as on the reference robot);
+#: "analog": an analog gyro on GYRO_ANALOG.
+SPARKMAX_GYRO: str | None = None
 
 # -- limits -------------------------------------------------------------------------------
 
@@ -92,6 +133,11 @@ CMD_LATENCY_WINDOW_PACKETS = 500
 
 #: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
 SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
+
+
+def drivetrain_wiring() -> str:
+    """The drivetrain wiring: ``BCNP_DRIVETRAIN`` from the environment, else ``DRIVETRAIN``."""
+    return os.environ.get(DRIVETRAIN_ENV, "").strip().lower() or DRIVETRAIN
 
 
 def bcnp_port() -> int:

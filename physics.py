@@ -1,8 +1,13 @@
-"""Simulation physics (pyfrc): the kit-of-parts drivetrain driven by the robot's motor outputs.
+"""Simulation physics (pyfrc): the drivetrain driven by the robot's motor outputs, for every wiring.
 
-Each step: motor outputs times battery voltage → ``DifferentialDrivetrainSim`` →
-encoder and gyro sims (what the robot code reads back) and the Field2d pose
-(``/SmartDashboard/Field/Robot`` on NetworkTables, the sim GUI's Field view).
+Each step: the wiring's motor outputs times battery voltage →
+``DifferentialDrivetrainSim`` (one model, the kit-of-parts chassis with the
+wiring's motors) → the wiring's sensor sims, so the robot code reads back what
+the physics did, and the Field2d pose (``/SmartDashboard/Field/Robot`` on
+NetworkTables, the sim GUI's Field view). Each wiring of
+``subsystems/drivetrain_io.py`` has its counterpart here: :class:`KitbotSim`
+(PWM outputs, HAL encoder and gyro sims) and :class:`SparkMaxSim` (REVLib's
+SPARK MAX simulation, which runs the controllers' own velocity loop).
 The robot starts in open floor at ``START_POSE``; the Field view also shows
 the last minute of where it drove (``/SmartDashboard/Field/Trail``, drawn as
 a line by the shipped ``simgui.json``).
@@ -15,18 +20,22 @@ host straight away.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import typing
 from collections import deque
 from pathlib import Path
 
 import ntcore
+import rev
 import wpilib
 import wpilib.simulation as sim
 from pyfrc.physics.core import PhysicsInterface
 from wpimath.geometry import Pose2d, Rotation2d
+from wpimath.system.plant import DCMotor
 
 import constants
+from subsystems.drivetrain_io import DrivetrainIO, KitbotIO, SparkMaxIO
 
 if typing.TYPE_CHECKING:
     from robot import BcnpRobot
@@ -41,6 +50,8 @@ SIM_DIR = PROJECT_DIR / ".sim"  # a dot-folder: `robotpy deploy` never uploads i
 START_POSE = Pose2d(6.0, 4.0, Rotation2d())
 #: The Field view's trail: one pose every TRAIL_EVERY steps (0.1 s), the last minute.
 TRAIL_EVERY = 5
+#: The longest step of the drivetrain model's integration (seconds).
+PHYSICS_STEP_S = 0.005
 TRAIL_LENGTH = 600
 
 
@@ -68,20 +79,88 @@ def _move_nt_persistence_out_of_the_project() -> None:
         stray.unlink()
 
 
+class KitbotSim:
+    """The kitbot's PWM outputs in, its HAL encoder and gyro sims out."""
+
+    motors = DCMotor.CIM(2)  # two CIMs per side, as the kit of parts ships it
+
+    def __init__(self, io: KitbotIO) -> None:
+        # PWMMotorController.get() is the output before inversion: forward is
+        # positive on both sides, which is what the drivetrain sim expects.
+        self.left_motor = io.left_motor
+        self.right_motor = io.right_motor
+        self.left_encoder = sim.EncoderSim(io.left_encoder)
+        self.right_encoder = sim.EncoderSim(io.right_encoder)
+        self.gyro = sim.AnalogGyroSim(io.gyro)
+
+    def volts(self, drivesim: sim.DifferentialDrivetrainSim, vbus: float, dt: float) -> tuple[float, float]:
+        return self.left_motor.get() * vbus, self.right_motor.get() * vbus
+
+    def sense(self, drivesim: sim.DifferentialDrivetrainSim) -> None:
+        self.left_encoder.setDistance(drivesim.getLeftPosition())
+        self.left_encoder.setRate(drivesim.getLeftVelocity())
+        # The HAL encoder sim ignores setReverseDirection(): write forward-positive.
+        self.right_encoder.setDistance(drivesim.getRightPosition())
+        self.right_encoder.setRate(drivesim.getRightVelocity())
+        # AnalogGyro counts clockwise; the sim's heading is counter-clockwise.
+        self.gyro.setAngle(-drivesim.getHeading().degrees())
+
+
+class SparkMaxSim:
+    """The SPARK MAX leaders through REVLib's simulation: each step they run their own
+    velocity loop on the wheel speed the physics last gave them (their setpoint, P and
+    feedforward as configured), and their applied output drives the physics; their
+    encoders then read the physics' wheel positions and speeds. A follower only mirrors
+    its leader: the drivetrain model has two motors per side."""
+
+    #: Two motors per side as the controllers' feedforward describes them: full output
+    #: drives the wheels at 1 / SPARKMAX_VELOCITY_FF_PER_MPS (the reference robot's 1.5 m/s
+    #: through the 10.71:1 gearbox), with the torque per amp of the motor family (CIM,
+    #: or NEO when brushless) scaled to that speed. A team that characterises its robot
+    #: with SysId changes the feedforward, and this model follows.
+    motors = (DCMotor.NEO(2) if constants.SPARKMAX_BRUSHLESS else DCMotor.CIM(2)).withReduction(
+        (DCMotor.NEO(1) if constants.SPARKMAX_BRUSHLESS else DCMotor.CIM(1)).freeSpeed
+        / (constants.GEAR_RATIO / constants.SPARKMAX_VELOCITY_FF_PER_MPS / (constants.WHEEL_DIAMETER_M / 2))
+    )
+
+    def __init__(self, io: SparkMaxIO) -> None:
+        self.left = rev.SparkMaxSim(io.left_leader, self.motors)
+        self.right = rev.SparkMaxSim(io.right_leader, self.motors)
+        self.left_encoder = self.left.getRelativeEncoderSim()
+        self.right_encoder = self.right.getRelativeEncoderSim()
+        self.gyro = sim.AnalogGyroSim(io.gyro) if io.gyro is not None else None
+
+    def volts(self, drivesim: sim.DifferentialDrivetrainSim, vbus: float, dt: float) -> tuple[float, float]:
+        # Speeds in the controllers' units (m/s after the conversion factor), forward positive:
+        # the controllers' outputs are before their inversion, as the drivetrain sim wants.
+        self.left.iterate(drivesim.getLeftVelocity(), vbus, dt)
+        self.right.iterate(drivesim.getRightVelocity(), vbus, dt)
+        return self.left.getAppliedOutput() * vbus, self.right.getAppliedOutput() * vbus
+
+    def sense(self, drivesim: sim.DifferentialDrivetrainSim) -> None:
+        self.left_encoder.setPosition(drivesim.getLeftPosition())
+        self.left_encoder.setVelocity(drivesim.getLeftVelocity())
+        self.right_encoder.setPosition(drivesim.getRightPosition())
+        self.right_encoder.setVelocity(drivesim.getRightVelocity())
+        if self.gyro is not None:
+            self.gyro.setAngle(-drivesim.getHeading().degrees())
+
+
+def wiring_sim(io: DrivetrainIO) -> KitbotSim | SparkMaxSim:
+    """The simulation side of the robot's wiring."""
+    if isinstance(io, KitbotIO):
+        return KitbotSim(io)
+    if isinstance(io, SparkMaxIO):
+        return SparkMaxSim(io)
+    raise TypeError(f"no simulation for the {type(io).__name__} wiring")
+
+
 class PhysicsEngine:
     def __init__(self, physics_controller: PhysicsInterface, robot: BcnpRobot) -> None:
         self.physics_controller = physics_controller
-        drivetrain = robot.drivetrain
-        # PWMMotorController.get() is the output before inversion: forward is
-        # positive on both sides, which is what the drivetrain sim expects.
-        self.left_motor = drivetrain.left_motor
-        self.right_motor = drivetrain.right_motor
-        self.left_encoder = sim.EncoderSim(drivetrain.left_encoder)
-        self.right_encoder = sim.EncoderSim(drivetrain.right_encoder)
-        self.gyro = sim.AnalogGyroSim(drivetrain.gyro)
-        kitbot = sim.DifferentialDrivetrainSim
-        self.drivesim = kitbot.createKitbotSim(
-            kitbot.KitbotMotor.DualCIMPerSide,
+        self.wiring = wiring_sim(robot.drivetrain.io)
+        self.drivesim = sim.DifferentialDrivetrainSim.createKitbotSim(
+            self.wiring.motors,
             constants.GEAR_RATIO,
             constants.WHEEL_DIAMETER_M,
         )
@@ -102,17 +181,14 @@ class PhysicsEngine:
             sim.DriverStationSim.notifyNewData()
 
     def update_sim(self, now: float, tm_diff: float) -> None:
-        volts = wpilib.RobotController.getInputVoltage()
-        self.drivesim.setInputs(self.left_motor.get() * volts, self.right_motor.get() * volts)
-        self.drivesim.update(tm_diff)
-
-        self.left_encoder.setDistance(self.drivesim.getLeftPosition())
-        self.left_encoder.setRate(self.drivesim.getLeftVelocity())
-        # The HAL encoder sim ignores setReverseDirection(): write forward-positive.
-        self.right_encoder.setDistance(self.drivesim.getRightPosition())
-        self.right_encoder.setRate(self.drivesim.getRightVelocity())
-        # AnalogGyro counts clockwise; the sim's heading is counter-clockwise.
-        self.gyro.setAngle(-self.drivesim.getHeading().degrees())
+        vbus = wpilib.RobotController.getInputVoltage()
+        self.drivesim.setInputs(*self.wiring.volts(self.drivesim, vbus, tm_diff))
+        # Short steps: a drivetrain whose motors respond faster than a 20 ms tick (the SPARK
+        # MAX model) makes one long integration step wrong by 15 % and more.
+        steps = max(1, math.ceil(tm_diff / PHYSICS_STEP_S - 1e-9))
+        for _ in range(steps):
+            self.drivesim.update(tm_diff / steps)
+        self.wiring.sense(self.drivesim)
 
         # Battery sag under the drive current.
         sim.RoboRioSim.setVInVoltage(sim.BatterySim.calculate([self.drivesim.getCurrentDraw()]))

@@ -1,20 +1,22 @@
-"""Differential drivetrain: motors, encoders, gyro, closed-loop wheel velocity, odometry.
+"""Differential drivetrain: what the robot decides, for any wiring.
 
 ``drive(vx, omega)`` and ``stop()`` store intent; ``periodic()`` (once per
-tick, after the robot decided) actuates and updates odometry. ``stop()``
-also zeroes the motors at once and resets the acceleration limiters, so a
-stop never ramps.
+tick, after the robot decided) turns it into wheel speeds (kinematics,
+acceleration limits), hands them to the wiring's :class:`DrivetrainIO`,
+reads back what the wheels did and updates odometry. ``stop()`` also stops
+the motors at once and resets the acceleration limiters, so a stop never
+ramps. How the wheels are driven (PWM or CAN, where the velocity loop runs)
+is the IO's business (``subsystems/drivetrain_io.py``).
 """
 
 from __future__ import annotations
 
-import wpilib
-from wpimath.controller import PIDController, SimpleMotorFeedforwardMeters
 from wpimath.filter import SlewRateLimiter
-from wpimath.geometry import Pose2d
+from wpimath.geometry import Pose2d, Rotation2d
 from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, DifferentialDriveOdometry
 
 import constants
+from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, make_io, wheel_heading
 
 
 def _limiter(rate: float | None) -> SlewRateLimiter | None:
@@ -22,37 +24,20 @@ def _limiter(rate: float | None) -> SlewRateLimiter | None:
 
 
 class Drivetrain:
-    """Owns the drive motors and sensors. Motor safety stays enabled: a loop that
-    stops calling ``periodic()`` for 100 ms has its motors stopped by WPILib."""
+    """Owns the drive decisions; ``io`` owns the hardware. Motor safety stays on: a loop
+    that stops calling ``periodic()`` for 100 ms has its motors stopped by WPILib."""
 
-    def __init__(self) -> None:
-        self.left_motor = wpilib.PWMSparkMax(constants.LEFT_MOTOR_PWM)
-        self.right_motor = wpilib.PWMSparkMax(constants.RIGHT_MOTOR_PWM)
-        self.right_motor.setInverted(True)
-        self.left_motor.setSafetyEnabled(True)
-        self.right_motor.setSafetyEnabled(True)
-
-        self.left_encoder = wpilib.Encoder(*constants.LEFT_ENCODER_DIO)
-        self.right_encoder = wpilib.Encoder(*constants.RIGHT_ENCODER_DIO)
-        self.right_encoder.setReverseDirection(constants.RIGHT_ENCODER_REVERSED)
-        for encoder in (self.left_encoder, self.right_encoder):
-            encoder.setDistancePerPulse(constants.ENCODER_DISTANCE_PER_PULSE_M)
-            encoder.reset()
-
-        self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
-
+    def __init__(self, io: DrivetrainIO | None = None) -> None:
+        self.io = io if io is not None else make_io(constants.drivetrain_wiring())
         self.kinematics = DifferentialDriveKinematics(constants.TRACK_WIDTH_M)
-        self.feedforward = SimpleMotorFeedforwardMeters(
-            constants.FEEDFORWARD_KS_V,
-            constants.FEEDFORWARD_KV_V_PER_MPS,
-            constants.FEEDFORWARD_KA_V_PER_MPS2,
-        )
-        self.left_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)
-        self.right_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)
         self.vx_limiter = _limiter(constants.MAX_ACCEL_MPS2)
         self.omega_limiter = _limiter(constants.MAX_ALPHA_RADPS2)
-        self.odometry = DifferentialDriveOdometry(self.gyro.getRotation2d(), 0.0, 0.0)
-
+        self.inputs = DrivetrainInputs()
+        self.io.update_inputs(self.inputs)
+        self._wheel_zero = (self.inputs.left_position_m, self.inputs.right_position_m)
+        self.odometry = DifferentialDriveOdometry(
+            self._heading(), self.inputs.left_position_m, self.inputs.right_position_m
+        )
         self._vx = 0.0
         self._omega = 0.0
         self._stopped = True
@@ -69,40 +54,34 @@ class Drivetrain:
         self._stopped = False
 
     def stop(self) -> None:
-        """Wheels to 0 now: motors off in this very call, limiters and PID reset."""
+        """Wheels to 0 now: motors off in this very call, limiters reset."""
         self._vx = self._omega = 0.0
         self._stopped = True
         for limiter in (self.vx_limiter, self.omega_limiter):
             if limiter is not None:
                 limiter.reset(0.0)
-        self.left_pid.reset()
-        self.right_pid.reset()
-        self._hold_stopped()
-
-    def _hold_stopped(self) -> None:
-        # stopMotor() does not feed motor safety: feed first, or an idle robot
-        # reports "Output not updated often enough" every 100 ms.
-        for motor in (self.left_motor, self.right_motor):
-            motor.feed()
-            motor.stopMotor()
+        self.io.stop()
 
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
         if self._stopped:
-            self._hold_stopped()
+            self.io.stop()
         else:
             wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, self._omega))
-            self.left_motor.setVoltage(self._wheel_volts(wheels.left, self.left_encoder, self.left_pid))
-            self.right_motor.setVoltage(self._wheel_volts(wheels.right, self.right_encoder, self.right_pid))
-        self.odometry.update(
-            self.gyro.getRotation2d(), self.left_encoder.getDistance(), self.right_encoder.getDistance()
-        )
+            self.io.set_wheel_speeds(wheels.left, wheels.right)
+        inputs = self.inputs
+        self.io.update_inputs(inputs)
+        self.odometry.update(self._heading(), inputs.left_position_m, inputs.right_position_m)
 
-    def _wheel_volts(self, target: float, encoder: wpilib.Encoder, pid: PIDController) -> float:
-        volts = self.feedforward.calculate(target) + pid.calculate(encoder.getRate(), target)
-        battery = wpilib.RobotController.getBatteryVoltage()
-        return max(-battery, min(battery, volts))
+    def _heading(self) -> Rotation2d:
+        inputs = self.inputs
+        if inputs.heading is not None:
+            return inputs.heading
+        left0, right0 = self._wheel_zero
+        return wheel_heading(
+            inputs.left_position_m - left0, inputs.right_position_m - right0, constants.TRACK_WIDTH_M
+        )
 
     # -- state ------------------------------------------------------------------------------
 
@@ -112,12 +91,13 @@ class Drivetrain:
         return self._vx, self._omega
 
     def wheel_velocities(self) -> tuple[float, float]:
-        """Left and right wheel speed, m/s."""
-        return self.left_encoder.getRate(), self.right_encoder.getRate()
+        """Left and right wheel speed, m/s, as read this tick."""
+        return self.inputs.left_velocity_mps, self.inputs.right_velocity_mps
 
     def wheel_positions(self) -> tuple[float, float]:
-        """Left and right wheel distance since start, m."""
-        return self.left_encoder.getDistance(), self.right_encoder.getDistance()
+        """Left and right wheel distance since start, m, as read this tick."""
+        return self.inputs.left_position_m, self.inputs.right_position_m
 
     def pose(self) -> Pose2d:
+        """Where odometry puts the robot, relative to where it started."""
         return self.odometry.getPose()

@@ -15,11 +15,14 @@ from collections.abc import Iterator
 
 import ntcore
 import pytest
+import rev
+import wpilib
 from support import free_port, wait_until
 from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
 import bcnp
+import constants
 import physics
 from bcnp.host.client import Client, SchemaMismatchError
 from messages import SCHEMA, DriveCmd
@@ -92,17 +95,55 @@ class Sim:
         return SmartDashboard.getBoolean("Network/Connected", False)
 
     def motors(self) -> tuple[float, float]:
-        return self.drivetrain.left_motor.get(), self.drivetrain.right_motor.get()
+        """What the wiring drives the motors at (fraction of full output)."""
+        return self.drivetrain.io.outputs()  # type: ignore[no-any-return]
 
     def travelled(self) -> float:
         left, right = self.drivetrain.wheel_positions()
         return (left + right) / 2
 
 
+WIRINGS = ["kitbot", "sparkmax"]
+#: Full output's wheel speed in the simulator: the kit chassis' dual CIMs reach 3.96 m/s; the
+#: SPARK MAX model is the motor the reference robot's feedforward describes (1.5 m/s).
+TOP_SPEED_MPS = {"kitbot": 3.96, "sparkmax": 1 / constants.SPARKMAX_VELOCITY_FF_PER_MPS}
+
+
+@pytest.fixture(params=WIRINGS)
+def wiring(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every robot test runs against each drivetrain wiring (the robot reads it at robotInit)."""
+    monkeypatch.setenv("BCNP_DRIVETRAIN", request.param)
+    return str(request.param)
+
+
 @pytest.fixture
-def sim(control, robot) -> Iterator[Sim]:  # type: ignore[no-untyped-def]
+def sim(wiring, control, robot) -> Iterator[Sim]:  # type: ignore[no-untyped-def]
     with control.run_robot():
+        assert robot.drivetrain.io.wiring == wiring
         yield Sim(robot)
+
+
+class Physics:
+    """physics.py's PhysicsEngine of the running test robot: the simulated truth. The robot
+    thread makes it while the robot starts, so it is looked up when asked for, after a tick.
+    (pyfrc internals: an upgrade that moves them fails here, loudly.)"""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._plugins = request.config.pluginmanager.get_plugins
+
+    @property
+    def drivesim(self):  # type: ignore[no-untyped-def]
+        for plugin in self._plugins():
+            if type(plugin).__name__ == "PyFrcPlugin":
+                engine = plugin._physics.engine
+                assert engine is not None, "no physics engine yet: tick first"
+                return engine.drivesim
+        raise RuntimeError("pyfrc's plugin is not loaded")
+
+
+@pytest.fixture
+def truth(sim: Sim, request: pytest.FixtureRequest) -> Physics:
+    return Physics(request)
 
 
 def cmd(vx: float, omega: float = 0.0, ms: int = 1000) -> DriveCmd:
@@ -125,6 +166,35 @@ def test_a_two_second_command_travels_two_metres(sim: Sim) -> None:
     assert sim.drivetrain.pose().X() == pytest.approx(2.0, rel=0.15)
 
 
+def test_a_one_metre_per_second_for_one_second_and_telemetry_matches_the_physics(
+    sim: Sim, truth: Physics
+) -> None:
+    sim.tick(5)
+    drivesim = truth.drivesim
+    start = drivesim.getPose()
+    assert start == physics.START_POSE
+    packets: list[bcnp.PacketView] = []
+    with sim.connect(on_telemetry=packets.append) as host:
+        sim.deliver(host.send, [cmd(1.0, ms=1000)], clear_queue=True)
+        sim.run(0.8, host)  # past the 0.33 s ramp: cruising
+        sent = len(packets)
+        sim.run(0.04, host)  # one more telemetry packet, sampled at cruise
+        wait_until(lambda: len(packets) > sent, what="telemetry at cruise")
+        cruise = packets[-1][-1]
+        truth = (drivesim.getLeftVelocity(), drivesim.getRightVelocity())
+        assert (cruise.leftVelocity, cruise.rightVelocity) == pytest.approx(truth, rel=0.05)
+        assert truth == pytest.approx((1.0, 1.0), rel=0.05)
+        sim.run(1.5, host)  # the command ends at 1 s; stopped, at rest
+        sent = len(packets)
+        sim.run(0.04, host)
+        wait_until(lambda: len(packets) > sent, what="telemetry at rest")
+        rest = packets[-1][-1]
+    truth = (drivesim.getLeftPosition(), drivesim.getRightPosition())
+    assert (rest.leftPosition, rest.rightPosition) == pytest.approx(truth, rel=0.05)
+    moved = drivesim.getPose().relativeTo(start)
+    assert 0.8 <= moved.X() <= 1.2 and abs(moved.Y()) < 0.05
+
+
 def test_b_commands_are_clamped_to_the_robot_limits(sim: Sim) -> None:
     with sim.connect() as host:
         sim.deliver(host.send, [cmd(5.0, -9.0, ms=3000)])
@@ -132,10 +202,12 @@ def test_b_commands_are_clamped_to_the_robot_limits(sim: Sim) -> None:
         assert set(seen) == {1.5}
         assert sim.number("Network/CmdW") == -2.5
         left, right = sim.drivetrain.wheel_velocities()
-        # Closed loop on the clamped command: wheels near 1.5 m/s -/+ 2.5 rad/s times half the track.
+        # Closed loop on the clamped command: wheels near 1.5 m/s -/+ 2.5 rad/s times half the
+        # track, as far as the wiring's motors go (the SPARK MAX model tops out at 1.5 m/s).
         half_track = 0.6604 / 2
-        assert left == pytest.approx(1.5 + 2.5 * half_track, rel=0.1)
-        assert right == pytest.approx(1.5 - 2.5 * half_track, rel=0.1)
+        top = TOP_SPEED_MPS[sim.drivetrain.io.wiring]
+        assert left == pytest.approx(min(top, 1.5 + 2.5 * half_track), rel=0.1)
+        assert right == pytest.approx(min(top, 1.5 - 2.5 * half_track), rel=0.1)
 
 
 # -- (c) (d) stopping ---------------------------------------------------------------------------------
@@ -261,12 +333,36 @@ def test_teleop_right_stick_right_turns_clockwise(sim: Sim) -> None:
 
 
 def test_motor_safety_stays_enabled_and_fed_while_stopped(sim: Sim) -> None:
-    motors = (sim.drivetrain.left_motor, sim.drivetrain.right_motor)
+    motors = sim.drivetrain.io.watchdogs()
     for enabled in (False, True):  # idle while disabled, then autonomous with no commands
         sim.tick(25, enabled=enabled)  # 0.5 s: five times the 100 ms motor-safety expiration
         assert all(m.isSafetyEnabled() for m in motors)
         assert all(m.isAlive() for m in motors)  # fed every tick, so no "output not updated" errors
     assert sim.motors() == (0.0, 0.0)
+
+
+def test_a_loop_that_stops_driving_has_its_motors_stopped_by_the_watchdog(sim: Sim) -> None:
+    """The robot loop hangs (nothing calls the drivetrain any more) while the motors run:
+    WPILib motor safety stops them once 100 ms have passed without an update."""
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=5000)], clear_queue=True)
+        sim.run(0.5, host)
+        assert sim.motors() != (0.0, 0.0)
+        drivetrain = sim.drivetrain
+        update = drivetrain.periodic
+        drivetrain.periodic = lambda: None  # the loop no longer reaches the drivetrain
+        try:
+            watchdogs = drivetrain.io.watchdogs()
+            sim.tick(4)  # 80 ms: still within the expiration
+            wpilib.MotorSafety.checkMotors()
+            assert all(w.isAlive() for w in watchdogs) and sim.motors() != (0.0, 0.0)
+            sim.tick(2)  # 120 ms without a feed
+            wpilib.MotorSafety.checkMotors()
+            assert not any(w.isAlive() for w in watchdogs)
+            sim.tick()  # the physics step after the stop
+            assert sim.motors() == (0.0, 0.0)
+        finally:
+            drivetrain.periodic = update
 
 
 # -- (e) (f) nothing moves -----------------------------------------------------------------------------
@@ -435,3 +531,50 @@ def test_the_tick_is_marked_busy_for_the_receive_threads(sim: Sim) -> None:
     assert seen == [True, True, True]  # busy while the tick runs ...
     assert sim.link.priority._busy is False  # ... idle between ticks
     assert sys.getswitchinterval() == pytest.approx(0.0005)
+
+
+# -- the SPARK MAX wiring's configuration, as REVLib reports it ---------------------------------------
+
+
+@pytest.mark.parametrize("wiring", ["sparkmax"], indirect=True)
+def test_the_spark_max_wiring_is_configured_as_the_reference_robot(sim: Sim) -> None:
+    io = sim.drivetrain.io
+    assert all(error == rev.REVLibError.kOk for error in io.config_errors) and len(io.config_errors) == 4
+    leaders = {"left": io.left_leader, "right": io.right_leader}
+    followers = {"left": io.left_follower, "right": io.right_follower}
+    assert [
+        s.getDeviceId() for s in (io.left_leader, io.left_follower, io.right_leader, io.right_follower)
+    ] == [
+        2,
+        3,
+        4,
+        5,
+    ]
+    for side, leader in leaders.items():
+        config = leader.configAccessor
+        assert config.getInverted() == (side == "right")
+        assert config.getIdleMode() == rev.SparkBaseConfig.IdleMode.kBrake
+        assert leader.getMotorType() == rev.SparkLowLevel.MotorType.kBrushed
+        assert config.encoder.getCountsPerRevolution() == 42
+        metres_per_turn = math.pi * 0.1524 / 10.71
+        assert config.encoder.getPositionConversionFactor() == pytest.approx(metres_per_turn)
+        assert config.encoder.getVelocityConversionFactor() == pytest.approx(metres_per_turn / 60)
+        loop = config.closedLoop
+        assert (loop.getP(), loop.getI(), loop.getD()) == pytest.approx((0.1, 0.0, 0.0))
+        assert loop.feedForward.getkV() == pytest.approx(12.0 / 1.5)  # 1/1.5 of full output per m/s
+        follower = followers[side]
+        assert (
+            follower.isFollower()
+            and follower.configAccessor.getFollowerModeLeaderId() == leader.getDeviceId()
+        )
+        assert follower.configAccessor.getIdleMode() == rev.SparkBaseConfig.IdleMode.kBrake
+    assert io.gyro is None  # heading from the wheels, as on the reference robot
+
+
+@pytest.mark.parametrize("wiring", ["sparkmax"], indirect=True)
+def test_without_a_gyro_the_wheels_give_the_heading(sim: Sim, truth: Physics) -> None:
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(0.5, 1.0, ms=1500)], clear_queue=True)
+        sim.run(1.0, host)
+    heading = sim.drivetrain.pose().rotation().radians()
+    assert heading == pytest.approx(truth.drivesim.getHeading().radians(), abs=0.05) and heading > 0.5
