@@ -349,7 +349,6 @@ def test_a_loop_that_stops_driving_has_its_motors_stopped_by_the_watchdog(sim: S
         sim.run(0.5, host)
         assert sim.motors() != (0.0, 0.0)
         drivetrain = sim.drivetrain
-        update = drivetrain.periodic
         drivetrain.periodic = lambda: None  # the loop no longer reaches the drivetrain
         try:
             watchdogs = drivetrain.io.watchdogs()
@@ -362,7 +361,7 @@ def test_a_loop_that_stops_driving_has_its_motors_stopped_by_the_watchdog(sim: S
             sim.tick()  # the physics step after the stop
             assert sim.motors() == (0.0, 0.0)
         finally:
-            drivetrain.periodic = update
+            del drivetrain.periodic  # the class's method again; no cycle keeps the robot alive
 
 
 # -- (e) (f) nothing moves -----------------------------------------------------------------------------
@@ -527,7 +526,12 @@ def test_the_tick_is_marked_busy_for_the_receive_threads(sim: Sim) -> None:
         periodic()
 
     sim.drivetrain.periodic = spy
-    sim.tick(3)
+    try:
+        sim.tick(3)
+    finally:
+        # Back to the class's method: a spy left on the instance would keep the robot
+        # (and its SPARK MAX device ids) alive into the next test.
+        del sim.drivetrain.periodic
     assert seen == [True, True, True]  # busy while the tick runs ...
     assert sim.link.priority._busy is False  # ... idle between ticks
     assert sys.getswitchinterval() == pytest.approx(0.0005)
