@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from pathlib import Path
 
 import wpilib
 import wpimath
@@ -19,6 +20,7 @@ from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
 from subsystems.loop_timing import LoopTiming
 from subsystems.network_keys import NetworkKeys, Sources
+from subsystems.recording import BcnpRecorder, start_recording
 
 
 class BcnpRobot(wpilib.TimedRobot):
@@ -26,9 +28,12 @@ class BcnpRobot(wpilib.TimedRobot):
         # A thread waiting for the interpreter lock gets it after at most this
         # long (CPython's default is 5 ms): the tick starts on time under a flood.
         sys.setswitchinterval(constants.GIL_SWITCH_INTERVAL_S)
+        log = start_recording(Path(constants.__file__).resolve().parent)
         self.drivetrain = Drivetrain()
         self.controller = wpilib.XboxController(constants.DRIVER_CONTROLLER_PORT)
         self.link = build_link()
+        self.recorder = BcnpRecorder(log, self.link)
+        self.link.packet_observer = self.recorder.packet
         self.link.start()
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
@@ -68,6 +73,7 @@ class BcnpRobot(wpilib.TimedRobot):
             self.drivetrain.stop()
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
+        self.recorder.tick(self.drivetrain)
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:

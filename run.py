@@ -5,7 +5,9 @@
     python run.py bcnp COMMAND ...       the host tools (python -m bcnp ...), e.g. replay paths/figure8.csv
     python run.py robotpy COMMAND ...    RobotPy's tools, e.g. robotpy deploy --team 1234
 
-``sim`` runs ``robotpy sim`` in ``.sim/`` (a dot-folder: ``robotpy deploy``
+``sim --nogui`` starts the robot in autonomous, enabled (a headless sim has no
+button to press; ``BCNP_SIM_AUTONOMOUS=0`` keeps it disabled); the GUI sim
+starts disabled. ``sim`` runs ``robotpy sim`` in ``.sim/`` (a dot-folder: ``robotpy deploy``
 skips it) with the shipped GUI layout from ``.sim-layout/`` copied there on
 first use: the Field and NetworkTables windows open, the keyboard as
 joystick 0. The GUI saves window changes to ``.sim/``, never to the project.
@@ -97,6 +99,17 @@ def sim_command(project: Path, python: str, args: list[str]) -> tuple[Path, list
     return workdir, [python, "-m", "robotpy", "--main", str(project / "robot.py"), "sim", *args]
 
 
+def sim_environment(args: list[str], env: dict[str, str]) -> dict[str, str]:
+    """The sim's environment: headless (``--nogui``), it starts in autonomous, enabled,
+    unless the caller's environment says otherwise."""
+    from constants import SIM_AUTONOMOUS_ENV  # stdlib only: importable before any install
+
+    env = dict(env)
+    if "--nogui" in args:
+        env.setdefault(SIM_AUTONOMOUS_ENV, "1")
+    return env
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - say so plainly on an old Python
         return fail(f"needs Python 3.11 or newer, this is {sys.version.split()[0]}")
@@ -108,10 +121,11 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     python, prefix = environment()
     install(python, prefix, extras)
-    cwd, args = ROOT, [str(python), "-m", *command, *rest]
+    cwd, args, env = ROOT, [str(python), "-m", *command, *rest], dict(os.environ)
     if task == "sim":
         cwd, args = sim_command(ROOT, str(python), rest)
-    child = subprocess.Popen(args, cwd=cwd)
+        env = sim_environment(rest, env)
+    child = subprocess.Popen(args, cwd=cwd, env=env)
     while True:
         try:
             return child.wait()

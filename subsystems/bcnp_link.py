@@ -30,7 +30,7 @@ from typing import cast
 import wpilib
 
 import constants
-from bcnp import Dispatcher, MessageQueue, TelemetryAccumulator
+from bcnp import Dispatcher, MessageQueue, PacketView, TelemetryAccumulator
 from bcnp.schema import Schema
 from bcnp.transport import ControllerSlot, LoopPriority, SharedQueue, TcpServer, UdpServer
 from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd, DrivetrainTelemetry
@@ -79,7 +79,6 @@ def build_link(
     # meanwhile, and step aside just before each tick is due.
     priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
     dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
-    dispatcher.register(DRIVE_CMD_SPEC, shared.handle_packet)
     config = replace(constants.BCNP_TRANSPORT, port=constants.bcnp_port() if port is None else port)
     slot = ControllerSlot()
     # A new or lost controller drops the queue at once, in the receive thread,
@@ -113,7 +112,9 @@ def build_link(
         priority=priority,
         cmd_latency_ms=cmd_latency_ms,
     )
-    return BcnpLink(parts)
+    link = BcnpLink(parts)
+    dispatcher.register(DRIVE_CMD_SPEC, link.handle_packet)
+    return link
 
 
 class BcnpLink:
@@ -137,6 +138,8 @@ class BcnpLink:
         self.telemetry.send = self._send
         self.priority = parts.priority
         self.cmd_latency_ms = parts.cmd_latency_ms
+        #: Told of each packet handed to the queue, in the receive thread (the recorder).
+        self.packet_observer: Callable[[PacketView], object] | None = None
         self.max_vx = max_vx
         self.max_omega = max_omega
         self.command: tuple[float, float] | None = None
@@ -144,6 +147,15 @@ class BcnpLink:
         self.start_errors: list[str] = []
         self.telemetry_errors = 0
         self._telemetry_session: tuple[object, int] | None = None
+
+    # -- receive thread ----------------------------------------------------------------------
+
+    def handle_packet(self, packet: PacketView, now: float) -> None:
+        """Dispatcher handler for commands: into the queue, then to the observer."""
+        self.parts.shared_queue.handle_packet(packet, now)
+        observer = self.packet_observer
+        if observer is not None:
+            observer(packet)
 
     # -- lifecycle -------------------------------------------------------------------------
 

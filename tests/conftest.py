@@ -8,7 +8,9 @@ suite with the ``robot`` and ``control`` fixtures available.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,10 @@ DATA = Path(__file__).resolve().parent / "data"
 
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")
+# Their data logs go to a temporary folder, removed at the end, never into the project.
+_LOG_DIR = None if os.environ.get("BCNP_LOG_DIR") else tempfile.mkdtemp(prefix="bcnp-test-logs-")
+if _LOG_DIR is not None:
+    os.environ["BCNP_LOG_DIR"] = _LOG_DIR
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,6 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(
         PyFrcPlugin(robot.BcnpRobot, ROOT / "robot.py", isolated=False, init_timeout=10.0), "pyfrc"
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _LOG_DIR is not None:
+        shutil.rmtree(_LOG_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

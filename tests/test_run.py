@@ -36,3 +36,21 @@ def test_sim_runs_in_a_dot_folder_seeded_with_the_layout_without_overwriting(tmp
     (workdir / "simgui.json").write_text("{}")  # the user's own window changes
     run.sim_command(project, sys.executable, [])
     assert (workdir / "simgui.json").read_text() == "{}"
+
+
+def test_a_headless_sim_starts_in_autonomous_unless_told_otherwise() -> None:
+    assert run.sim_environment(["--nogui"], {"PATH": "/bin"}) == {"PATH": "/bin", "BCNP_SIM_AUTONOMOUS": "1"}
+    assert run.sim_environment(["--nogui"], {"BCNP_SIM_AUTONOMOUS": "0"}) == {"BCNP_SIM_AUTONOMOUS": "0"}
+    assert run.sim_environment([], {}) == {}  # the GUI sim starts disabled: it has the buttons
+
+
+def test_the_sim_autonomous_switch_enables_the_simulated_robot(control, robot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """What physics.py does with BCNP_SIM_AUTONOMOUS=1: the simulated driver station is
+    attached, in autonomous, enabled, with no test stepping it there."""
+    from wpilib.simulation import DriverStationSim, stepTiming
+
+    monkeypatch.setenv("BCNP_SIM_AUTONOMOUS", "1")
+    with control.run_robot():
+        stepTiming(0.1)  # the physics engine is made as the simulated robot starts
+        assert DriverStationSim.getDsAttached()
+        assert DriverStationSim.getAutonomous() and DriverStationSim.getEnabled()

@@ -1,0 +1,171 @@
+"""Every run recorded for AdvantageScope: WPILib's data log, with BCNP's own entries.
+
+:func:`start_recording` (robotInit) starts WPILib's ``DataLogManager``, which
+records NetworkTables (the ``Network/*`` keys among them) and the driver
+station, joysticks included, to a ``.wpilog``: on a roboRIO in WPILib's
+default place (a USB stick if one is plugged in), in the simulator under
+``.sim/logs/`` (``BCNP_LOG_DIR`` overrides both).
+
+:class:`BcnpRecorder` adds entries under ``BCNP/``, one per event, never per
+byte or per queued message (a 65,535-message packet is one entry):
+
+* ``BCNP/Packet/Type``, ``/Count``, ``/ClearQueue``: each packet handed to the
+  queue (written by the receive thread; the data log is thread-safe);
+* ``BCNP/Command/Vx``, ``/Omega``, ``/DurationMs``: each command as it becomes
+  active, after clamping;
+* ``BCNP/Applied/Vx``, ``/Omega``: what the drivetrain applied after the
+  acceleration limits, when it changes;
+* ``BCNP/Controller``: each controller that connects or goes (transport, peer,
+  both schema hashes, why it went);
+* ``BCNP/Refused``: each refused handshake or peer with its reason (several in
+  one tick: the last, with how many);
+* ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost).
+
+Controller and refusal events are read from the servers' counters once per
+tick, so the transports need no hook for them and the tick pays a few
+attribute reads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import wpilib
+from wpiutil.log import BooleanLogEntry, DataLog, DoubleLogEntry, IntegerLogEntry, StringLogEntry
+
+from bcnp import PacketView
+from bcnp.transport import TcpServer, UdpServer
+from subsystems.bcnp_link import BcnpLink
+from subsystems.drivetrain import Drivetrain
+
+#: Overrides where logs go (the tests point it at a temporary folder).
+LOG_DIR_ENV = "BCNP_LOG_DIR"
+PREFIX = "BCNP/"
+
+#: Counters whose rise means a refused handshake or peer.
+_REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused")
+
+
+def log_dir(project_dir: Path) -> str:
+    """Where this run's log goes: ``BCNP_LOG_DIR``, else ``.sim/logs`` in the simulator,
+    else "" (WPILib's default on a roboRIO)."""
+    override = os.environ.get(LOG_DIR_ENV, "").strip()
+    if override:
+        return override
+    if wpilib.RobotBase.isSimulation():
+        return str(project_dir / ".sim" / "logs")
+    return ""
+
+
+def start_recording(project_dir: Path) -> DataLog:
+    """Start WPILib's data log with NetworkTables and the driver station (joysticks included)."""
+    directory = log_dir(project_dir)
+    if directory:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    wpilib.DataLogManager.start(directory)
+    wpilib.DataLogManager.logNetworkTables(True)
+    log = wpilib.DataLogManager.getLog()
+    wpilib.DriverStation.startDataLog(log, True)
+    return log
+
+
+class _ServerWatch:
+    """What one server looked like at the last tick."""
+
+    __slots__ = ("server", "controllers", "peer", "remote_hash", "disconnects", "idle_drops", "refusals")
+
+    def __init__(self, server: TcpServer | UdpServer) -> None:
+        self.server = server
+        counters = server.counters
+        self.controllers = counters.controllers
+        self.peer = server.peer
+        self.remote_hash = server.remote_hash
+        self.disconnects = counters.disconnects
+        self.idle_drops = counters.idle_drops
+        self.refusals = sum(getattr(counters, name) for name in _REFUSALS)
+
+
+class BcnpRecorder:
+    def __init__(self, log: DataLog, link: BcnpLink) -> None:
+        self.link = link
+        self.local_hash = link.schema.hash
+        self._packet_type = StringLogEntry(log, PREFIX + "Packet/Type")
+        self._packet_count = IntegerLogEntry(log, PREFIX + "Packet/Count")
+        self._packet_clear = BooleanLogEntry(log, PREFIX + "Packet/ClearQueue")
+        self._command_vx = DoubleLogEntry(log, PREFIX + "Command/Vx", "m/s")
+        self._command_omega = DoubleLogEntry(log, PREFIX + "Command/Omega", "rad/s")
+        self._command_ms = IntegerLogEntry(log, PREFIX + "Command/DurationMs", "ms")
+        self._applied_vx = DoubleLogEntry(log, PREFIX + "Applied/Vx", "m/s")
+        self._applied_omega = DoubleLogEntry(log, PREFIX + "Applied/Omega", "rad/s")
+        self._controller = StringLogEntry(log, PREFIX + "Controller")
+        self._refused = StringLogEntry(log, PREFIX + "Refused")
+        self._connected = BooleanLogEntry(log, PREFIX + "Connected")
+        self._watches = [_ServerWatch(link.tcp), _ServerWatch(link.udp)]
+        self._active: object | None = None
+        self._applied: tuple[float, float] | None = None
+        self._was_connected: bool | None = None
+
+    # -- receive thread ------------------------------------------------------------------------
+
+    def packet(self, packet: PacketView) -> None:
+        """A packet handed to the queue."""
+        self._packet_type.append(packet.spec.name)
+        self._packet_count.append(packet.count)
+        self._packet_clear.append(packet.clear_queue)
+
+    # -- robot thread ----------------------------------------------------------------------------
+
+    def tick(self, drivetrain: Drivetrain) -> None:
+        """After the tick's work: what changed since the last tick."""
+        link = self.link
+        active = link.queue.active()
+        if active is not self._active:
+            self._active = active
+            if active is not None and link.command is not None:
+                vx, omega = link.command
+                self._command_vx.append(vx)
+                self._command_omega.append(omega)
+                self._command_ms.append(int(active.durationMs))  # type: ignore[attr-defined]
+        applied = drivetrain.commanded
+        if applied != self._applied:
+            self._applied = applied
+            self._applied_vx.append(applied[0])
+            self._applied_omega.append(applied[1])
+        if link.connected != self._was_connected:
+            self._was_connected = link.connected
+            self._connected.append(link.connected)
+        for watch in self._watches:
+            self._watch(watch)
+
+    def _watch(self, watch: _ServerWatch) -> None:
+        server = watch.server
+        counters = server.counters
+        peer = server.peer
+        kind = server.kind
+        if watch.peer and peer != watch.peer:
+            if counters.idle_drops != watch.idle_drops:
+                why = "silent for the idle timeout"
+            elif counters.disconnects != watch.disconnects:
+                why = "closed or reset by the peer"
+            else:
+                why = "released"
+            self._controller.append(f"disconnected {kind} {watch.peer}: {why}")
+        if counters.controllers != watch.controllers:
+            remote = server.remote_hash
+            theirs = "?" if remote is None else f"0x{remote:08X}"
+            where = peer or "(gone within the tick)"
+            self._controller.append(
+                f"connected {kind} {where}, schema {theirs} (ours 0x{self.local_hash:08X})"
+            )
+        refusals = sum(getattr(counters, name) for name in _REFUSALS)
+        if refusals != watch.refusals:
+            more = refusals - watch.refusals
+            self._refused.append(
+                f"{kind} {server.last_reject}" + (f" (and {more - 1} more)" if more > 1 else "")
+            )
+        watch.controllers = counters.controllers
+        watch.peer = peer
+        watch.disconnects = counters.disconnects
+        watch.idle_drops = counters.idle_drops
+        watch.refusals = refusals
