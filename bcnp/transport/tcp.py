@@ -52,6 +52,7 @@ class TcpServer(ServerBase):
     """
 
     kind = "tcp"
+    warnings = ("refused", "handshake", "timeout", "accept")
 
     #: Reads per wake-up of the receive thread (each up to ``recv_size`` bytes).
     MAX_READS_PER_WAKE = 2
@@ -110,7 +111,7 @@ class TcpServer(ServerBase):
             except OSError as exc:
                 # E.g. out of file descriptors: the listener stays readable, so
                 # stop watching it for a while instead of spinning on it.
-                self._log.warning("BCNP tcp: accept failed: %s", exc)
+                self._warn["accept"].warning("BCNP tcp: accept failed: %s", exc)
                 self._sel.unregister(self._listener)
                 self._accept_paused_until = time.monotonic() + self.config.poll_interval
                 return
@@ -118,7 +119,9 @@ class TcpServer(ServerBase):
             if busy or len(self._pending) >= self.config.max_pending:
                 # One controller at a time: close at once, without our handshake,
                 # so the refused peer learns nothing and the controller is undisturbed.
-                self._refuse(peer, "a controller is connected" if busy else "too many pending handshakes")
+                self._refuse(
+                    peer, "a controller is connected" if busy else "too many pending handshakes", "refused"
+                )
                 self.counters.refused += 1
                 sock.close()  # last: whoever sees it closed sees it counted
                 continue
@@ -163,7 +166,7 @@ class TcpServer(ServerBase):
             self._close_pending(conn)
             return
         if self._controller is not None or not self.slot.acquire(self):
-            self._refuse(conn.address, "another controller owns the link")
+            self._refuse(conn.address, "another controller owns the link", "refused")
             self.counters.refused += 1
             self._close_pending(conn)
             return
@@ -235,7 +238,7 @@ class TcpServer(ServerBase):
         for conn in list(self._pending):
             outcome = conn.link.check_deadlines(now)
             if isinstance(outcome, HandshakeRejected):
-                self._refuse(conn.address, outcome.reason)
+                self._refuse(conn.address, outcome.reason, "timeout")
                 self.counters.handshake_timeouts += 1
                 self._close_pending(conn)
         controller = self._controller

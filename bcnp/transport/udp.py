@@ -39,6 +39,7 @@ class UdpServer(ServerBase):
     """
 
     kind = "udp"
+    warnings = ("refused", "handshake")
 
     #: Datagrams handled per wake-up of the receive thread.
     MAX_DATAGRAMS_PER_WAKE = 16
@@ -116,7 +117,7 @@ class UdpServer(ServerBase):
             self._answer(source)
             return
         if not self.slot.acquire(self):
-            self._refuse(source, "another controller owns the link")
+            self._refuse(source, "another controller owns the link", "refused")
             self.counters.refused += 1
             return
         self._take_controller(link, source, now)
