@@ -111,6 +111,9 @@ BCNP_QUEUE = MessageQueueConfig()
 #: Both servers' knobs (port 5800, handshake 2 s, idle 5 s, 1 MiB send buffer, ...);
 #: see docs/transports.md. Pass fields to change them.
 BCNP_TRANSPORT = TransportConfig()
+#: Each kind of transport warning (bcnp.transport.WARNING_LOGGERS) prints at most
+#: one line per this many seconds, so a flood of bad input cannot fill the console.
+BCNP_WARNING_PERIOD_S = 1.0
 TELEMETRY_FLUSH_TICKS = 2  # one packet every 2nd tick: 25 packets/s at 50 Hz
 TELEMETRY_MAX_BUFFERED = 32
 
