@@ -464,6 +464,15 @@ class ServerBase:
         self.last_reject = f"{format_address(peer)}: {reason}"
         self._warn[warning].warning("BCNP %s: refused %s", self.kind, self.last_reject)
 
+    def _admit(self, peer: tuple[object, ...]) -> bool:
+        """Whether ``peer`` may become controller; a refusal is counted, noted and logged."""
+        if self.config.allows(str(peer[0])):
+            return True
+        self.counters.peers_refused += 1
+        self.last_reject = f"{format_address(peer)}: refused, not an allowed peer"
+        self._warn["not_allowed"].warning("BCNP %s: %s", self.kind, self.last_reject)
+        return False
+
     # -- state (any thread) ----------------------------------------------------------
 
     @property
