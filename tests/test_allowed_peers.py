@@ -308,3 +308,36 @@ def test_a_flood_through_the_robot_link_prints_about_one_line_a_second_per_kind(
     assert peers_refused.read(Sources(link, loop=None)) == 2 * flood  # type: ignore[arg-type]
     # Stopped, the link leaves the loggers as it found them.
     assert all(not logging.getLogger(name).filters for name in WARNING_LOGGERS)
+
+
+def test_the_robot_refuses_a_peer_outside_its_allowed_peers_and_publishes_the_count(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyfrc", reason="the robot needs RobotPy (python run.py test installs it)")
+    from wpilib import SmartDashboard
+
+    import constants
+    from bcnp.host import Client
+
+    # Read at robotInit, which runs inside run_robot below.
+    monkeypatch.setattr(
+        constants, "BCNP_TRANSPORT", replace(constants.BCNP_TRANSPORT, allowed_peers=(ALLOWED,))
+    )
+    control = request.getfixturevalue("control")
+    robot = request.getfixturevalue("robot")
+    with control.run_robot():
+        link = robot.link
+        with tcp_client((ALLOWED, link.tcp.port), REFUSED) as sock:
+            assert read_until_closed(sock) == b""
+        with udp_client((ALLOWED, link.udp.port), REFUSED) as sock:
+            sock.send(encode_handshake(link.schema.hash))
+            wait_until(lambda: link.counter("peers_refused") == 2)
+        control.step_timing(seconds=0.1, autonomous=True, enabled=True)
+        assert SmartDashboard.getNumber("Network/PeersRefused", -1) == 2
+        assert SmartDashboard.getString("Network/Transport", "") == "none"
+        with Client(link.schema, ALLOWED, link.tcp.port, keepalive_interval=None):
+            wait_until(lambda: link.slot.owner is link.tcp, what="the allowed host to take the link")
+            control.step_timing(seconds=0.1, autonomous=True, enabled=True)
+            assert SmartDashboard.getString("Network/Transport", "") == "tcp"
+            assert SmartDashboard.getString("Network/Peer", "").startswith(f"{ALLOWED}:")
+        assert link.counter("peers_refused") == 2
