@@ -108,9 +108,16 @@ BCNP_PORT_ENV = "BCNP_PORT"
 #: The command queue: the spec's limits (200 commands, 200 ms link timeout,
 #: stale after 100 ms). Pass fields to change them.
 BCNP_QUEUE = MessageQueueConfig()
+#: Who may become controller: IP addresses or CIDR subnets; empty: anyone. On an
+#: FRC robot network the driver station and coprocessors live in 10.TE.AM.0/24,
+#: so team 1234 would set ("10.12.34.0/24",); add "127.0.0.1" to keep driving the sim.
+BCNP_ALLOWED_PEERS: tuple[str, ...] = ()
 #: Both servers' knobs (port 5800, handshake 2 s, idle 5 s, 1 MiB send buffer, ...);
 #: see docs/transports.md. Pass fields to change them.
-BCNP_TRANSPORT = TransportConfig()
+BCNP_TRANSPORT = TransportConfig(allowed_peers=BCNP_ALLOWED_PEERS)
+#: Each kind of transport warning (bcnp.transport.WARNING_LOGGERS) prints at most
+#: one line per this many seconds, so a flood of bad input cannot fill the console.
+BCNP_WARNING_PERIOD_S = 1.0
 TELEMETRY_FLUSH_TICKS = 2  # one packet every 2nd tick: 25 packets/s at 50 Hz
 TELEMETRY_MAX_BUFFERED = 32
 

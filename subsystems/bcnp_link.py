@@ -18,6 +18,12 @@ over the last 500 such packets, in ms; 0 before the first. Packets that never
 get there (refused by a full queue, dropped by a CLEAR_QUEUE or a link loss)
 are not counted. Backlog counts: a packet queued behind 4 s of commands has a
 latency of 4 s.
+
+The transports log every refusal; while the link runs, each kind of warning
+(``bcnp.transport.WARNING_LOGGERS``) passes a filter of its own that lets one
+line through per ``BCNP_WARNING_PERIOD_S``, so a flood of bad input cannot fill
+the console nor hide the first warning of another kind. The counters behind
+the ``Network/*`` keys still count every refusal.
 """
 
 from __future__ import annotations
@@ -28,11 +34,19 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 import wpilib
+from robotpy_ext.misc.periodic_filter import PeriodicFilter
 
 import constants
 from bcnp import Dispatcher, MessageQueue, PacketView, TelemetryAccumulator
 from bcnp.schema import Schema
-from bcnp.transport import ControllerSlot, LoopPriority, SharedQueue, TcpServer, UdpServer
+from bcnp.transport import (
+    WARNING_LOGGERS,
+    ControllerSlot,
+    LoopPriority,
+    SharedQueue,
+    TcpServer,
+    UdpServer,
+)
 from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd, DrivetrainTelemetry
 from subsystems.loop_timing import RollingWindow
 
@@ -59,6 +73,8 @@ class LinkParts:
     telemetry: TelemetryAccumulator
     priority: LoopPriority
     cmd_latency_ms: RollingWindow
+    #: One filter per transport warning logger, attached while the link runs.
+    warning_filters: dict[str, PeriodicFilter]
 
 
 def build_link(
@@ -111,6 +127,11 @@ def build_link(
         telemetry=telemetry,
         priority=priority,
         cmd_latency_ms=cmd_latency_ms,
+        # Warnings limited, errors never: they are rare and each one matters.
+        warning_filters={
+            name: PeriodicFilter(constants.BCNP_WARNING_PERIOD_S, bypass_level=logging.ERROR)
+            for name in WARNING_LOGGERS
+        },
     )
     link = BcnpLink(parts)
     dispatcher.register(DRIVE_CMD_SPEC, link.handle_packet)
@@ -161,6 +182,8 @@ class BcnpLink:
 
     def start(self) -> None:
         """Listen on TCP and UDP. A port in use is logged, not raised: the robot still drives."""
+        for name, warning_filter in self.parts.warning_filters.items():
+            logging.getLogger(name).addFilter(warning_filter)  # adding twice keeps one
         for server in (self.tcp, self.udp):
             try:
                 server.start()
@@ -174,6 +197,9 @@ class BcnpLink:
     def stop(self) -> None:
         self.tcp.stop()
         self.udp.stop()
+        # The loggers are global: a stopped link's filters must not limit whoever logs next.
+        for name, warning_filter in self.parts.warning_filters.items():
+            logging.getLogger(name).removeFilter(warning_filter)
 
     # -- per tick (robot thread) -------------------------------------------------------------
 

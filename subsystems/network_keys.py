@@ -92,6 +92,12 @@ KEYS: tuple[Key, ...] = (
         "handshakes refused for a wrong magic or schema hash",
     ),
     Key(
+        "PeersRefused",
+        float,
+        lambda s: s.link.counter("peers_refused"),
+        "connections and datagrams refused from peers outside BCNP_ALLOWED_PEERS, both transports",
+    ),
+    Key(
         "CmdLatencyP99Ms",
         float,
         lambda s: s.link.cmd_latency_ms.percentile(99),

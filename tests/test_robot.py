@@ -432,6 +432,7 @@ NETWORK_KEYS = {
     "Peer": ntcore.NetworkTableType.kString,
     "RemoteSchemaHash": ntcore.NetworkTableType.kString,
     "HandshakeRejects": ntcore.NetworkTableType.kDouble,
+    "PeersRefused": ntcore.NetworkTableType.kDouble,
 }
 
 

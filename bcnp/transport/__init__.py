@@ -11,6 +11,8 @@
 * :class:`SharedQueue` is the command queue under a lock, for a queue fed by a
   receive thread and run by the robot loop.
 * :class:`LoopPriority` lets the robot loop run its tick ahead of a flood.
+* :data:`WARNING_LOGGERS` names the loggers the servers warn on, one per kind
+  of warning a flood can repeat, for whoever runs them to rate-limit.
 """
 
 from ..defaults import PORT as DEFAULT_PORT
@@ -19,6 +21,10 @@ from .config import COUNTER_NAMES, TransportConfig, TransportCounters, Transport
 from .shared_queue import SharedQueue
 from .tcp import TcpServer
 from .udp import MAX_DATAGRAM, UdpServer
+
+#: Every logger a server warns on (``bcnp.transport.<tcp|udp>.<warning>``), one
+#: per kind of warning. Nothing in the library limits them.
+WARNING_LOGGERS = TcpServer.warning_loggers() + UdpServer.warning_loggers()
 
 __all__ = [
     "COUNTER_NAMES",
@@ -34,5 +40,6 @@ __all__ = [
     "TransportCounters",
     "TransportStatus",
     "UdpServer",
+    "WARNING_LOGGERS",
     "format_address",
 ]

@@ -181,27 +181,6 @@ def format_address(address: tuple[object, ...] | None) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class RateLimitedLog:
-    """Warnings at most once per ``interval`` wall seconds; the rest are counted."""
-
-    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
-        self.logger = logger
-        self.interval = interval
-        self._next = 0.0
-        self.suppressed = 0
-
-    def warning(self, msg: str, *args: object) -> None:
-        t = time.monotonic()
-        if t < self._next:
-            self.suppressed += 1
-            return
-        self._next = t + self.interval
-        if self.suppressed:
-            msg += f" ({self.suppressed} similar messages suppressed)"
-            self.suppressed = 0
-        self.logger.warning(msg, *args)
-
-
 class Waker:
     """A socket pair that wakes a thread blocked in ``select`` from another thread."""
 
@@ -238,6 +217,16 @@ class ServerBase:
     """
 
     kind = ""
+    #: The warnings a flood of bad input can repeat, each on its own logger,
+    #: ``bcnp.transport.<kind>.<warning>``: the library logs every one, and
+    #: whoever runs the server limits each kind separately (the robot: one line
+    #: a second), so a flood of one kind never hides the first of another.
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def warning_loggers(cls) -> tuple[str, ...]:
+        """The names of the loggers this server warns on, one per kind of warning."""
+        return tuple(f"{log.name}.{cls.kind}.{warning}" for warning in cls.warnings)
 
     def __init__(
         self,
@@ -267,7 +256,10 @@ class ServerBase:
         # Sends (robot thread) and peer changes (receive thread) take this lock,
         # so a send never reaches a socket that is being closed.
         self._send_lock = threading.Lock()
-        self._log = RateLimitedLog(log)
+        self._warn = {
+            warning: logging.getLogger(name)
+            for warning, name in zip(self.warnings, self.warning_loggers(), strict=True)
+        }
         #: The controller's link and address while one owns this server.
         self._link: Connection | None = None
         self._peer: tuple[object, ...] | None = None
@@ -466,11 +458,20 @@ class ServerBase:
             self.remote_hash = outcome.remote_hash
         if isinstance(outcome, HandshakeRejected):
             self.counters.handshake_rejects += 1
-            self._refuse(peer, outcome.reason)
+            self._refuse(peer, outcome.reason, "handshake")
 
-    def _refuse(self, peer: tuple[object, ...], reason: str) -> None:
+    def _refuse(self, peer: tuple[object, ...], reason: str, warning: str) -> None:
         self.last_reject = f"{format_address(peer)}: {reason}"
-        self._log.warning("BCNP %s: refused %s", self.kind, self.last_reject)
+        self._warn[warning].warning("BCNP %s: refused %s", self.kind, self.last_reject)
+
+    def _admit(self, peer: tuple[object, ...]) -> bool:
+        """Whether ``peer`` may become controller; a refusal is counted, noted and logged."""
+        if self.config.allows(str(peer[0])):
+            return True
+        self.counters.peers_refused += 1
+        self.last_reject = f"{format_address(peer)}: refused, not an allowed peer"
+        self._warn["not_allowed"].warning("BCNP %s: %s", self.kind, self.last_reject)
+        return False
 
     # -- state (any thread) ----------------------------------------------------------
 

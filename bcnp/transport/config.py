@@ -3,10 +3,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 
 from ..defaults import HANDSHAKE_TIMEOUT_S, IDLE_TIMEOUT_S, PORT
 
 __all__ = ["COUNTER_NAMES", "TransportConfig", "TransportCounters", "TransportStatus"]
+
+Network = IPv4Network | IPv6Network
+
+#: An IPv4 address as a dual-stack IPv6 socket reports it (``::ffff:a.b.c.d``).
+_IPV4_MAPPED = IPv6Network("::ffff:0:0/96")
+
+
+def _parse_peer(entry: object) -> Network:
+    """One ``allowed_peers`` entry as a network; an address is a network of one."""
+    if not isinstance(entry, str):
+        raise ValueError(f"allowed_peers: {entry!r} is not a string (an IP address or CIDR subnet)")
+    try:
+        network = ip_network(entry)
+    except ValueError as exc:
+        raise ValueError(f"allowed_peers: {entry!r} is not an IP address or CIDR subnet ({exc})") from None
+    if isinstance(network, IPv6Network) and network.subnet_of(_IPV4_MAPPED):
+        # Written in its mapped form, it still means IPv4 peers, which an IPv4
+        # socket reports plainly: compare it as the IPv4 subnet it is.
+        mapped = network.network_address.ipv4_mapped
+        assert mapped is not None
+        return IPv4Network((mapped, network.prefixlen - 96))
+    return network
 
 
 @dataclass(frozen=True)
@@ -41,6 +65,10 @@ class TransportConfig:
     #: when the CPUs are busy, the scheduler runs the robot loop first and a
     #: flood is parsed with what is left. 0 leaves the priority alone.
     receive_nice: int = 5
+    #: Who may become controller: IP addresses or CIDR subnets ("10.12.34.0/24",
+    #: "127.0.0.1"); empty: anyone. Anyone else is closed at accept (TCP) or
+    #: ignored (UDP), never answered.
+    allowed_peers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 0xFFFF:
@@ -52,6 +80,31 @@ class TransportConfig:
             raise ValueError("send_buffer_limit and socket_send_buffer must be >= 0")
         if self.max_pending < 1 or self.recv_size < 1:
             raise ValueError("max_pending and recv_size must be >= 1")
+        peers: object = self.allowed_peers
+        if isinstance(peers, str):  # its characters would be taken as entries
+            raise ValueError(f"allowed_peers must be a tuple of strings, not the string {peers!r}")
+        object.__setattr__(self, "allowed_peers", tuple(self.allowed_peers))  # a list would not hash
+        _ = self.allowed_networks  # parsed here, once: a bad entry fails when the config is built
+
+    @cached_property
+    def allowed_networks(self) -> tuple[Network, ...]:
+        """``allowed_peers`` parsed; empty when anyone may become controller."""
+        return tuple(_parse_peer(entry) for entry in self.allowed_peers)
+
+    def allows(self, host: str) -> bool:
+        """Whether a peer at ``host`` (its IP address as a socket reports it) may become controller."""
+        networks = self.allowed_networks
+        if not networks:
+            return True
+        try:
+            address: IPv4Address | IPv6Address = ip_address(host)
+        except ValueError:
+            return False
+        # An IPv4 peer on a dual-stack socket arrives mapped; either form may be listed.
+        forms: list[IPv4Address | IPv6Address] = [address]
+        if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+            forms.append(address.ipv4_mapped)
+        return any(form in network for network in networks for form in forms)
 
 
 @dataclass(slots=True)
@@ -68,6 +121,7 @@ class TransportCounters:
     handshake_rejects: int = 0  # wrong magic or wrong hash
     handshake_timeouts: int = 0  # TCP: no complete handshake within the deadline
     refused: int = 0  # connections or handshakes refused because another controller owns the link
+    peers_refused: int = 0  # connections (TCP) or datagrams (UDP) from a peer outside allowed_peers
     idle_drops: int = 0  # controllers dropped (TCP) or unlocked (UDP) after idle_timeout
     disconnects: int = 0  # controllers that closed or reset the connection
     discarded_bytes: int = 0  # bytes of a partial frame dropped when a controller went

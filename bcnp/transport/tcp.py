@@ -5,7 +5,8 @@ both sides send the 8-byte handshake on connect and nothing streams before the
 peer's hash matched. Each connection is a :class:`~bcnp.connection.Connection`,
 which decides the handshake (the magic is checked too) and frames packets; not
 one byte from a peer whose handshake failed reaches the parser. Bytes that
-follow the handshake in the same segment are data.
+follow the handshake in the same segment are data. A peer outside
+``allowed_peers`` is closed at accept, before our handshake.
 
 Outgoing packets (telemetry) are written from the robot thread without
 blocking: what the kernel does not take at once waits in a bounded buffer that
@@ -52,6 +53,7 @@ class TcpServer(ServerBase):
     """
 
     kind = "tcp"
+    warnings = ("not_allowed", "refused", "handshake", "timeout", "accept")
 
     #: Reads per wake-up of the receive thread (each up to ``recv_size`` bytes).
     MAX_READS_PER_WAKE = 2
@@ -110,15 +112,22 @@ class TcpServer(ServerBase):
             except OSError as exc:
                 # E.g. out of file descriptors: the listener stays readable, so
                 # stop watching it for a while instead of spinning on it.
-                self._log.warning("BCNP tcp: accept failed: %s", exc)
+                self._warn["accept"].warning("BCNP tcp: accept failed: %s", exc)
                 self._sel.unregister(self._listener)
                 self._accept_paused_until = time.monotonic() + self.config.poll_interval
                 return
+            if not self._admit(peer):
+                # Before our handshake: a peer that may not drive learns nothing,
+                # not even which schema this robot speaks.
+                sock.close()  # after counting: whoever sees it closed sees it counted
+                continue
             busy = self._controller is not None or self.slot.owner not in (None, self)
             if busy or len(self._pending) >= self.config.max_pending:
                 # One controller at a time: close at once, without our handshake,
                 # so the refused peer learns nothing and the controller is undisturbed.
-                self._refuse(peer, "a controller is connected" if busy else "too many pending handshakes")
+                self._refuse(
+                    peer, "a controller is connected" if busy else "too many pending handshakes", "refused"
+                )
                 self.counters.refused += 1
                 sock.close()  # last: whoever sees it closed sees it counted
                 continue
@@ -163,7 +172,7 @@ class TcpServer(ServerBase):
             self._close_pending(conn)
             return
         if self._controller is not None or not self.slot.acquire(self):
-            self._refuse(conn.address, "another controller owns the link")
+            self._refuse(conn.address, "another controller owns the link", "refused")
             self.counters.refused += 1
             self._close_pending(conn)
             return
@@ -235,7 +244,7 @@ class TcpServer(ServerBase):
         for conn in list(self._pending):
             outcome = conn.link.check_deadlines(now)
             if isinstance(outcome, HandshakeRejected):
-                self._refuse(conn.address, outcome.reason)
+                self._refuse(conn.address, outcome.reason, "timeout")
                 self.counters.handshake_timeouts += 1
                 self._close_pending(conn)
         controller = self._controller

@@ -7,7 +7,8 @@ before pairing: until a peer has sent
 the exact 8-byte handshake with our hash, every datagram is dropped and
 counted. The handshake locks that peer (address and port); datagrams from any
 other source are dropped and counted, never parsed. A locked peer silent for
-``idle_timeout`` is unlocked so another can pair.
+``idle_timeout`` is unlocked so another can pair. A source outside
+``allowed_peers`` is ignored altogether: never answered, paired or parsed.
 
 Each datagram from the locked peer is fed to the parser as it is (one may hold
 several packets). An 8-byte datagram cannot be a packet (the smallest is 11
@@ -39,6 +40,7 @@ class UdpServer(ServerBase):
     """
 
     kind = "udp"
+    warnings = ("not_allowed", "refused", "handshake")
 
     #: Datagrams handled per wake-up of the receive thread.
     MAX_DATAGRAMS_PER_WAKE = 16
@@ -85,11 +87,15 @@ class UdpServer(ServerBase):
             except OSError:  # e.g. an ICMP error queued on the socket: not data
                 return
             peer, link = self._peer, self._link
-            if peer is None or link is None:
-                self._pair(data, source)
-                continue
-            if source != peer:
-                self.counters.foreign_datagrams += 1
+            if peer is None or link is None or source != peer:
+                # A source that may not drive is never answered, paired or parsed,
+                # and the controller's idle time is not its to refresh.
+                if not self._admit(source):
+                    continue
+                if peer is None or link is None:
+                    self._pair(data, source)
+                else:
+                    self.counters.foreign_datagrams += 1
                 continue
             now = clock()
             if is_handshake_datagram(data):
@@ -116,7 +122,7 @@ class UdpServer(ServerBase):
             self._answer(source)
             return
         if not self.slot.acquire(self):
-            self._refuse(source, "another controller owns the link")
+            self._refuse(source, "another controller owns the link", "refused")
             self.counters.refused += 1
             return
         self._take_controller(link, source, now)
