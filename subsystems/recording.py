@@ -44,7 +44,7 @@ LOG_DIR_ENV = "BCNP_LOG_DIR"
 PREFIX = "BCNP/"
 
 #: Counters whose rise means a refused handshake or peer.
-_REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused")
+_REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused", "peers_refused")
 
 
 def log_dir(project_dir: Path) -> str:
