@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 from bcnp import MessageQueueConfig
 from bcnp.defaults import KITBOT_TRACK_WIDTH_M
@@ -137,6 +138,19 @@ LOOP_OVERRUN_MARGIN_S = 0.005
 #: command latency over the last 500 packets whose first command was reached.
 LOOP_TIMING_WINDOW_TICKS = 500
 CMD_LATENCY_WINDOW_PACKETS = 500
+
+# -- autonomous modes (autonomous/; picked on SmartDashboard as "Autonomous Mode") ------------
+
+#: Each *.csv and *.json path file here is an autonomous mode that plays it on the robot;
+#: the files are read when the robot starts.
+AUTO_PATHS_DIR = Path(__file__).resolve().parent / "paths"
+#: "BCNP host, fallback path": when no controller has connected this long into
+#: autonomous, the robot drives this path file (a name in AUTO_PATHS_DIR, or a full path).
+AUTO_FALLBACK_WAIT_S = 3.0
+AUTO_FALLBACK_PATH = "square.csv"
+#: A path played on the robot is queued just in time, like a host's replay: every
+#: command that starts within this many seconds, as far as the queue has room.
+AUTO_PATH_LEAD_S = 1.0
 
 #: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
 SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"

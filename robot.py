@@ -1,6 +1,7 @@
 """BCNP robot: a TimedRobot (20 ms) that executes timed drive commands streamed by a host.
 
-Autonomous executes the active BCNP command (none → stop); teleop drives from
+Autonomous runs the mode picked on the dashboard (``autonomous/``; by default
+the active BCNP command, none → stop); teleop drives from
 the Xbox controller while the BCNP queue keeps running and reporting;
 disabled stops. The link, the drivetrain and every constant live elsewhere
 (``subsystems/``, ``constants.py``); this file only maps modes to behaviour.
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import wpilib
 import wpimath
+from robotpy_ext.autonomous import AutonomousModeSelector
 
 import constants
 from subsystems.bcnp_link import build_link
@@ -37,6 +39,8 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.start()
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
+        # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
+        self.automodes = AutonomousModeSelector("autonomous", self.link)
         # Everything made so far (WPILib, NetworkTables, the modules) lives as long
         # as the program: move it out of the collector's reach, so a full
         # collection, in whichever thread it falls, never holds the interpreter
@@ -57,13 +61,18 @@ class BcnpRobot(wpilib.TimedRobot):
             self.link.priority.idle()
 
     def _tick(self) -> None:
-        # One place, in a fixed order, every tick and in every mode: the queue
-        # advances, the mode picks what the wheels do, the drivetrain actuates,
-        # then telemetry reports this tick (the keys follow in robotPeriodic).
+        # One place, in a fixed order, every tick and in every mode: the autonomous
+        # mode feeds the queue (a path played here), the queue advances, the mode
+        # picks what the wheels do, the drivetrain actuates, then telemetry reports
+        # this tick (the keys follow in robotPeriodic).
         now = wpilib.Timer.getFPGATimestamp()
+        autonomous = self.isAutonomousEnabled()
+        if autonomous:
+            self.automodes.periodic()  # a path played on the robot is queued before the queue advances
         command = self.link.update(now)
-        if self.isAutonomousEnabled():
-            if command is None:
+        if autonomous:
+            # The chooser's "None" is no mode: stand still.
+            if command is None or not getattr(self.automodes.active_mode, "runs_queue", False):
                 self.drivetrain.stop()
             else:
                 self.drivetrain.drive(*command)
@@ -74,6 +83,13 @@ class BcnpRobot(wpilib.TimedRobot):
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.recorder.tick(self.drivetrain)
+
+    def autonomousInit(self) -> None:
+        self.automodes.start()
+
+    def autonomousExit(self) -> None:
+        # Every way out of autonomous (disabled, teleop, test): a path played here stops now.
+        self.automodes.disable()
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:

@@ -7,7 +7,8 @@
   NetworkTables.
 * The library is generic over any schema: outside ``bcnp/host`` no module
   names this robot's messages or their fields.
-* The robot never imports the host tools.
+* The robot never imports the host tools that need sockets or the ``host``
+  extra; it reads path files with ``bcnp.host.paths`` (standard library only).
 """
 
 from __future__ import annotations
@@ -106,12 +107,37 @@ def test_the_library_names_none_of_this_robots_messages(path: Path) -> None:
     assert not found, f"{_rel(path)} names this robot's messages or fields: {sorted(set(found))}"
 
 
+#: Host modules the robot must never import: sockets (the client and what uses it), or the
+#: ``host`` extra (matplotlib, rich), which is not installed on a roboRIO.
+HOST_ONLY = ("bcnp.host.client", "bcnp.host.cli", "bcnp.host.replay", "bcnp.host.plot", "bcnp.host.monitor")
+HOST_EXTRA = ("matplotlib", "rich")
+
+
 def test_the_robot_never_imports_the_host_tools() -> None:
-    """The ``host`` extra (matplotlib, rich) is not installed on a roboRIO."""
+    """The robot program, its simulation and every autonomous mode (the selector imports them
+    all at robot start) load ``bcnp.host.paths`` and nothing else of the host tools."""
+    modes = sorted(p.stem for p in (ROOT / "autonomous").glob("*.py") if p.stem != "__init__")
+    assert modes, "no autonomous modes found"
     code = (
-        "import sys, robot, physics; "
-        "print(sorted(m for m in sys.modules if m == 'bcnp.host' or m.startswith('bcnp.host.') "
-        "or m in ('matplotlib', 'rich')))"
+        "import importlib, json, sys, robot, physics; "
+        f"[importlib.import_module('autonomous.' + m) for m in {modes!r}]; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('bcnp.host') "
+        "or m.split('.')[0] in ('matplotlib', 'rich'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    forbidden = [m for m in loaded if m.startswith(HOST_ONLY) or m.split(".")[0] in HOST_EXTRA]
+    assert not forbidden, f"the robot imports host-only modules: {forbidden}"
+    assert "bcnp.host.paths" in loaded  # the path-file modes read their files with it
+
+
+def test_importing_the_path_reader_loads_no_client() -> None:
+    """``bcnp.host`` imports its client lazily: ``import bcnp.host.paths`` stays socket-free,
+    while ``from bcnp.host import Client`` still works."""
+    code = (
+        "import sys, bcnp.host.paths; "
+        "print('socket' in sys.modules, 'bcnp.host.client' in sys.modules); "
+        "from bcnp.host import Client; print(Client.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False", "False", "bcnp.host.client"]

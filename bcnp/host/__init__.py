@@ -9,8 +9,28 @@
 
 Unlike the protocol library, these may know this robot's messages (DriveCmd,
 DrivetrainTelemetry).
+
+The client's names are imported on first use: the robot reads path files
+with :mod:`bcnp.host.paths` (standard library only), and importing that must
+not bring the client and its sockets along.
 """
 
-from .client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
 
 __all__ = ["Client", "LinkClosedError", "LinkError", "RobotUnreachableError", "SchemaMismatchError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module(".client", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

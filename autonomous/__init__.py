@@ -1,0 +1,76 @@
+"""Autonomous modes, picked on SmartDashboard ("Autonomous Mode") before a match.
+
+robotpy-wpilib-utilities' ``AutonomousModeSelector`` (robot.py) imports every
+module here when the robot starts and makes one instance, given the robot's
+:class:`~subsystems.bcnp_link.BcnpLink`, of each class with a ``MODE_NAME``;
+``DEFAULT = True`` marks the one selected unless the dashboard picks another.
+Each tick of autonomous, before the queue advances, the selector calls the
+chosen mode's ``on_iteration``; ``on_enable`` and ``on_disable`` bracket the
+period. A mode never moves a motor: it feeds the queue (a path played on the
+robot) and says, by ``runs_queue``, whether the robot runs the queue's command
+or stands still. So every command, a host's or a path's, passes the same clamp,
+acceleration limits and stop rules.
+
+Only mode classes may carry ``MODE_NAME``, and each is defined in one module:
+a mode class imported into another module would be found twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+import constants
+from bcnp.host.paths import load_path
+from subsystems.local_path import LocalPath
+
+if TYPE_CHECKING:
+    from subsystems.bcnp_link import BcnpLink
+
+log = logging.getLogger("autonomous")
+
+
+class Mode:
+    """What the selector calls; by default nothing happens and the queue's command runs."""
+
+    MODE_NAME: ClassVar[str]  # declared, not set: the selector skips classes without one
+    #: True: the robot runs the queue's active command (a host's, or a path's played here);
+    #: False: it stands still (the queue keeps running and reporting).
+    runs_queue = True
+
+    def __init__(self, link: BcnpLink) -> None:
+        self.link = link
+
+    def on_enable(self) -> None:
+        pass
+
+    def on_iteration(self, time_elapsed: float) -> None:
+        pass
+
+    def on_disable(self) -> None:
+        pass
+
+
+class PathMode(Mode):
+    """A mode that plays a path file on the robot. A file that cannot be played is an
+    error logged when the robot starts; the mode then refuses to play it."""
+
+    path: LocalPath | None
+    error: str | None
+
+    def _load(self, file: Path) -> None:
+        self.path, self.error = None, None
+        try:
+            commands = load_path(file)
+            self.path = LocalPath(self.link, file.name, commands, lead=constants.AUTO_PATH_LEAD_S)
+        except (ValueError, OSError) as exc:  # PathError is a ValueError; so is a value DriveCmd refuses
+            self.error = str(exc)
+            log.error("autonomous mode %r cannot play its path: %s", self.MODE_NAME, exc)
+
+    def _refuse(self) -> None:
+        log.error("autonomous mode %r refuses to run: %s", self.MODE_NAME, self.error)
+
+    def on_disable(self) -> None:
+        if self.path is not None:
+            self.path.stop()
