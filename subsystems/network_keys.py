@@ -125,8 +125,13 @@ KEYS: tuple[Key, ...] = (
 )
 
 
+_UNSET = object()
+
+
 class NetworkKeys:
-    """Writes :data:`KEYS` to SmartDashboard; the writers are looked up once."""
+    """Writes :data:`KEYS` to SmartDashboard; the writers are looked up once, and a key
+    is written when its value changed (SmartDashboard keeps the last one), so a tick
+    pays for the few keys that move, not for all of them."""
 
     def __init__(self, sources: Sources, keys: tuple[Key, ...] = KEYS) -> None:
         self.sources = sources
@@ -137,11 +142,16 @@ class NetworkKeys:
             str: wpilib.SmartDashboard.putString,  # type: ignore[dict-item]
         }
         self._writes = tuple((PREFIX + key.name, put[key.type], key.read) for key in keys)
+        self._last: list[object] = [_UNSET] * len(keys)
 
     def publish(self) -> None:
         sources = self.sources
-        for name, write, read in self._writes:
-            write(name, read(sources))
+        last = self._last
+        for i, (name, write, read) in enumerate(self._writes):
+            value = read(sources)
+            if value != last[i]:
+                write(name, value)
+                last[i] = value
 
     def values(self) -> dict[str, Value]:
         """Every key's value now, by full name (``Network/...``)."""

@@ -1,0 +1,256 @@
+"""What one robot tick costs: the real robot program, in-process, on the simulated HAL.
+
+    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--json]
+
+The robot (robot.py with physics.py attached, as pyfrc attaches it) runs in
+this thread: each tick steps simulated time by 20 ms and runs WPILib's own
+loop function (mode transitions, robotPeriodic, the simulation step). No GUI,
+no pacing: ticks follow each other as fast as they run, so the figures are
+the tick's own cost. Scenarios, N ticks each (default 3,000):
+
+* ``idle``: autonomous, enabled, no host;
+* ``live``: autonomous with a host on loopback TCP sending 50 packets per
+  second of simulated time (one per tick) of 1 to 10 DriveCmds, the client's
+  keepalives on, telemetry flowing back to it;
+* ``teleop``: teleop, enabled, the Xbox controller's sticks moving, link idle.
+
+For each: robotPeriodic's wall time (p50, p99, max, microseconds), the
+scenario's wall and thread CPU time, and the same split by part of the tick
+(queue update, mode, drivetrain, telemetry, recorder, keys, loop timing).
+An empty ``TimedRobot`` subclass's robotPeriodic and whole loop are measured in
+the same run as the floor. A human table, then ``--json`` prints one JSON
+object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK_S = 0.02
+
+Samples = dict[str, list[int]]  # part -> nanoseconds per tick
+
+
+def _percentile(values: list[int], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    rank = max(0, math.ceil(pct / 100 * len(ordered)) - 1)
+    return ordered[rank] / 1000
+
+
+def _timed(samples: Samples, part: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    clock = time.perf_counter_ns
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            samples[part].append(clock() - start)
+
+    return wrapper
+
+
+def _robot_classes() -> tuple[type, type]:
+    """The robot with physics attached (as pyfrc attaches it) and an empty TimedRobot."""
+    import wpilib
+    from pyfrc.physics.core import PhysicsInterface
+
+    import robot as robot_module
+
+    _, with_physics = PhysicsInterface._create_and_attach(robot_module.BcnpRobot, ROOT)
+
+    class EmptyRobot(wpilib.TimedRobot):
+        def robotPeriodic(self) -> None:
+            pass
+
+    return with_physics, EmptyRobot
+
+
+def _step(robot: Any, *, autonomous: bool, enabled: bool, before: Callable[[], None] | None = None) -> int:
+    """One tick: driver-station data, 20 ms of simulated time, WPILib's loop. Returns the loop's ns."""
+    from wpilib.simulation import DriverStationSim, stepTimingAsync
+
+    DriverStationSim.setDsAttached(True)
+    DriverStationSim.setAutonomous(autonomous)
+    DriverStationSim.setEnabled(enabled)
+    DriverStationSim.notifyNewData()
+    stepTimingAsync(TICK_S)  # no notifier thread runs the loop here: do not wait for one
+    if before is not None:
+        before()
+    start = time.perf_counter_ns()
+    robot._loopFunc()
+    return time.perf_counter_ns() - start
+
+
+def _instrument(robot: Any, samples: Samples) -> None:
+    """Per-part timers around what robotPeriodic calls, after robotInit made the parts."""
+    link, drivetrain = robot.link, robot.drivetrain
+    link.update = _timed(samples, "queue update", link.update)
+    robot.automodes.periodic = _timed(samples, "mode", robot.automodes.periodic)
+    drivetrain.periodic = _timed(samples, "drivetrain", drivetrain.periodic)
+    link.record_telemetry = _timed(samples, "telemetry", link.record_telemetry)
+    robot.recorder.tick = _timed(samples, "recorder", robot.recorder.tick)
+    robot.keys.publish = _timed(samples, "keys", robot.keys.publish)
+    timing = robot.loop_timing
+    timing.begin = _timed(samples, "loop timing", timing.begin)
+    timing.end = _timed(samples, "loop timing", timing.end)
+
+
+def _scenario(
+    robot: Any, ticks: int, samples: Samples, *, autonomous: bool, enabled: bool, each: Callable[[int], None]
+) -> dict[str, float]:
+    loops: list[int] = []
+    wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+    for i in range(ticks):
+        loops.append(_step(robot, autonomous=autonomous, enabled=enabled, before=lambda i=i: each(i)))
+    wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+    return {"wall_s": wall / 1e9, "thread_cpu_s": cpu / 1e9, "loop_p50_us": _percentile(loops, 50)}
+
+
+def run(ticks: int, wiring: str) -> dict[str, Any]:
+    os.environ["BCNP_DRIVETRAIN"] = wiring
+    os.environ.setdefault("BCNP_PORT", "0")
+    os.environ.setdefault("BCNP_LOG_DIR", tempfile.mkdtemp(prefix="bcnp-tick-cost-"))
+    sys.path.insert(0, str(ROOT))
+    import hal
+    import ntcore
+    from wpilib.simulation import XboxControllerSim, pauseTiming, restartTiming
+
+    from bcnp.host.client import Client
+    from messages import SCHEMA, DriveCmd
+
+    hal.initialize(500, 0)
+    ntcore.NetworkTableInstance.getDefault().startLocal()  # no server, no networktables.json
+    pauseTiming()
+    restartTiming()
+    robot_class, empty_class = _robot_classes()
+    results: dict[str, Any] = {"ticks": ticks, "wiring": wiring, "python": sys.version.split()[0]}
+
+    # The floor: an empty TimedRobot, its robotPeriodic and its whole loop.
+    empty = empty_class()
+    floor: Samples = defaultdict(list)
+    empty.robotPeriodic = _timed(floor, "robotPeriodic", empty.robotPeriodic)
+    empty.robotInit()
+    loops = [_step(empty, autonomous=True, enabled=True) for _ in range(ticks)]
+    results["floor"] = {
+        "robotPeriodic_p50_us": _percentile(floor["robotPeriodic"], 50),
+        "robotPeriodic_p99_us": _percentile(floor["robotPeriodic"], 99),
+        "loop_p50_us": _percentile(loops, 50),
+        "loop_p99_us": _percentile(loops, 99),
+    }
+    del empty
+
+    robot = robot_class()
+    periodic: Samples = defaultdict(list)
+    robot.robotInit()
+    robot._simulationInit()
+    parts: Samples = defaultdict(list)
+    robot.robotPeriodic = _timed(periodic, "robotPeriodic", robot.robotPeriodic)
+    _instrument(robot, parts)
+    for _ in range(50):  # settle: modes entered, the first allocations done
+        _step(robot, autonomous=True, enabled=True)
+    gc.collect()
+
+    rng = random.Random(1)
+    stick = XboxControllerSim(0)
+
+    def nothing(i: int) -> None:
+        pass
+
+    def moving_sticks(i: int) -> None:
+        stick.setLeftY(-0.8 * math.sin(i / 50))
+        stick.setRightX(0.5 * math.cos(i / 70))
+        stick.notifyNewData()
+
+    host = Client(
+        SCHEMA, "127.0.0.1", robot.link.tcp.port, keepalive_interval=0.05, on_telemetry=lambda p: None
+    )
+
+    def plan(i: int) -> None:
+        count = rng.randint(1, 10)
+        host.send([DriveCmd(vx=0.8, omega=0.3 * math.sin(i / 40), durationMs=20) for _ in range(count)])
+
+    scenarios: list[tuple[str, dict[str, bool], Callable[[int], None]]] = [
+        ("idle", {"autonomous": True, "enabled": True}, nothing),
+        ("live", {"autonomous": True, "enabled": True}, plan),
+        ("teleop", {"autonomous": False, "enabled": True}, moving_sticks),
+    ]
+    for name, mode, each in scenarios:
+        if name == "live":
+            host.connect()
+        for samples in (periodic, parts):
+            samples.clear()
+        summary = _scenario(robot, ticks, parts, each=each, **mode)
+        if name == "live":
+            summary["telemetry_packets_received"] = host.telemetry_packets
+            summary["packets_queued"] = robot.link.dispatcher.packets_received
+            host.close()
+        durations = periodic["robotPeriodic"]
+        summary.update(
+            robotPeriodic_p50_us=_percentile(durations, 50),
+            robotPeriodic_p99_us=_percentile(durations, 99),
+            robotPeriodic_max_us=max(durations) / 1000,
+            parts={
+                part: {
+                    "p50_us": _percentile(v, 50),
+                    "p99_us": _percentile(v, 99),
+                    "mean_us": statistics.fmean(v) / 1000,
+                }
+                for part, v in sorted(parts.items())
+            },
+        )
+        results[name] = summary
+    robot.link.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ticks", type=int, default=3000, help="ticks per scenario (default 3000)")
+    parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    args = parser.parse_args(argv)
+    results = run(max(100, args.ticks), args.wiring)
+    floor = results["floor"]
+    print(f"Python {results['python']}, {args.wiring} wiring, {results['ticks']} ticks per scenario")
+    print(
+        f"  floor (empty TimedRobot): robotPeriodic p50 {floor['robotPeriodic_p50_us']:.1f} us, "
+        f"whole loop p50 {floor['loop_p50_us']:.1f} p99 {floor['loop_p99_us']:.1f} us"
+    )
+    for name in ("idle", "live", "teleop"):
+        s = results[name]
+        print(
+            f"  {name:7s} robotPeriodic p50 {s['robotPeriodic_p50_us']:7.1f}"
+            f"  p99 {s['robotPeriodic_p99_us']:7.1f}  max {s['robotPeriodic_max_us']:8.1f} us"
+            f"   wall {s['wall_s']:.2f} s  thread CPU {s['thread_cpu_s']:.2f} s"
+        )
+        for part, p in s["parts"].items():
+            print(
+                f"      {part:13s} p50 {p['p50_us']:7.1f}  p99 {p['p99_us']:7.1f}"
+                f"  mean {p['mean_us']:7.1f} us"
+            )
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
