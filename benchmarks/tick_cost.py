@@ -1,12 +1,15 @@
 """What one robot tick costs: the real robot program, in-process, on the simulated HAL.
 
-    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--json]
+    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--paced] [--json]
 
 The robot (robot.py with physics.py attached, as pyfrc attaches it) runs in
 this thread: each tick steps simulated time by 20 ms and runs WPILib's own
-loop function (mode transitions, robotPeriodic, the simulation step). No GUI,
-no pacing: ticks follow each other as fast as they run, so the figures are
-the tick's own cost. Scenarios, N ticks each (default 3,000):
+loop function (mode transitions, robotPeriodic, the simulation step). No GUI.
+By default ticks follow each other as fast as they run: the tick's own cost,
+caches warm. ``--paced`` waits the loop period between ticks, as a robot
+does: every tick then starts with cold caches, which on a shared virtual
+machine costs several times the warm figure (the empty robot's floor shows
+how much of that is the machine). Scenarios, N ticks each (default 3,000):
 
 * ``idle``: autonomous, enabled, no host;
 * ``live``: autonomous with a host on loopback TCP sending 50 packets per
@@ -82,10 +85,16 @@ def _robot_classes() -> tuple[type, type]:
     return with_physics, EmptyRobot
 
 
+#: Seconds to wait before each tick (--paced: the loop period).
+_PACE = [0.0]
+
+
 def _step(robot: Any, *, autonomous: bool, enabled: bool, before: Callable[[], None] | None = None) -> int:
     """One tick: driver-station data, 20 ms of simulated time, WPILib's loop. Returns the loop's ns."""
     from wpilib.simulation import DriverStationSim, stepTimingAsync
 
+    if _PACE[0]:
+        time.sleep(_PACE[0])
     DriverStationSim.setDsAttached(True)
     DriverStationSim.setAutonomous(autonomous)
     DriverStationSim.setEnabled(enabled)
@@ -226,11 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ticks", type=int, default=3000, help="ticks per scenario (default 3000)")
     parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument("--paced", action="store_true", help="wait the loop period before each tick")
     parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     args = parser.parse_args(argv)
+    _PACE[0] = TICK_S if args.paced else 0.0
     results = run(max(100, args.ticks), args.wiring)
+    results["paced"] = args.paced
     floor = results["floor"]
-    print(f"Python {results['python']}, {args.wiring} wiring, {results['ticks']} ticks per scenario")
+    pacing = "paced at 20 ms" if args.paced else "back to back"
+    print(
+        f"Python {results['python']}, {args.wiring} wiring, {results['ticks']} ticks per scenario, {pacing}"
+    )
     print(
         f"  floor (empty TimedRobot): robotPeriodic p50 {floor['robotPeriodic_p50_us']:.1f} us, "
         f"whole loop p50 {floor['loop_p50_us']:.1f} p99 {floor['loop_p99_us']:.1f} us"
