@@ -518,6 +518,36 @@ def test_message_reads_back_wire_values() -> None:
     assert msg.omega == 3.1416
 
 
+def test_message_holds_its_bytes_on_the_wire() -> None:
+    msg = DRIVE_CMD(vx=1.5, omega=-0.25, durationMs=100)
+    assert msg.to_bytes() == bytes.fromhex("00003a98 fffff63c 0064")
+    assert DRIVE_CMD.message_from_raw((15000, -2500, 100)) == msg
+    assert DRIVE_CMD.message_from_raw(msg.raw).to_bytes() == msg.to_bytes()
+    assert DRIVE_CMD.to_wire(msg) == DRIVE_CMD.to_wire((1.5, -0.25, 100)) == msg.to_bytes()
+    assert DRIVE_CMD.to_wire({"vx": 1.5, "omega": -0.25, "durationMs": 100}) == msg.to_bytes()
+    assert DRIVE_CMD.to_raw({"vx": 1.5, "omega": -0.25, "durationMs": 100}) == (15000, -2500, 100)
+    with pytest.raises(TypeError):
+        DRIVE_CMD.to_wire(TELEMETRY(1.5, -0.25, 0, 0, 100))
+
+
+def test_pack_many_joins_messages_of_exactly_its_class() -> None:
+    cls = DRIVE_CMD.message_class
+    a = DRIVE_CMD(vx=1.5, omega=-0.25, durationMs=100)
+    b = DRIVE_CMD(vx=-0.5, omega=3.1416, durationMs=65535)
+    assert cls.pack_many([a, b, a]) == a.to_bytes() + b.to_bytes() + a.to_bytes()
+    assert cls.pack_many([]) == b""
+    assert cls.pack_many([a, (1.5, -0.25, 100)]) is None
+    assert cls.pack_many([a, TEST_SCHEMA["TestCmd"](1.5, -0.25, 100)]) is None  # same layout, other type
+    assert DRIVE_CMD.pack_messages([a, (1.5, -0.25, 100)]) == a.to_bytes() * 2
+
+
+def test_every_field_type_reads_back_from_the_bytes() -> None:
+    spec = TEST_SCHEMA["ProximityAlert"]
+    msg = spec(sensorId=255, distanceMm=65535, triggered=1)
+    assert [getattr(msg, name) for name in spec.field_names] == [255, 65535, 1]
+    assert msg.to_bytes() == spec.struct.pack(255, 65535, 1)
+
+
 def test_messages_compare_by_type_and_wire_value() -> None:
     a = DRIVE_CMD(vx=1.5, omega=-0.25, durationMs=100)
     b = DRIVE_CMD(vx=1.500001, omega=-0.25000001, durationMs=100.0)  # same wire values

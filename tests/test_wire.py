@@ -653,6 +653,35 @@ def test_encode_flags_travel_in_header(flags: int) -> None:
     assert view.clear_queue is bool(flags & 1)
 
 
+def test_encode_of_a_big_batch_is_the_wire_integers_packed_back_to_back() -> None:
+    # The payload computed independently: every message's wire integers in one struct pack.
+    messages = [
+        DRIVE_CMD(vx=(k % 301) / 100 - 1.5, omega=-(k % 97) / 64 + 0.75, durationMs=k % 65536)
+        for k in range(65535)
+    ]
+    flat = [value for message in messages for value in message.raw]
+    payload = struct.pack(">" + "iiH" * len(messages), *flat)
+    packet = bcnp.encode_packet(DRIVE_CMD, messages, flags=bcnp.CLEAR_QUEUE)
+    assert packet == with_crc(bytes((3, 2, 1, 0, 1, 0xFF, 0xFF)) + payload)
+    # The same batch given as plain values, or with one message swapped for its values,
+    # is validated on the slow path and encodes to the same bytes.
+    as_values = [tuple(m.as_dict().values()) for m in messages[:1000]]
+    assert bcnp.encode_packet(DRIVE_CMD, as_values) == bcnp.encode_packet(DRIVE_CMD, messages[:1000])
+    mixed: list[Any] = [*messages[:999], as_values[999]]
+    assert bcnp.encode_packet(DRIVE_CMD, mixed) == bcnp.encode_packet(DRIVE_CMD, messages[:1000])
+
+
+def test_encode_refuses_a_message_of_a_subclass_or_a_lookalike() -> None:
+    # The fast path takes only messages of exactly the spec's class; anything else
+    # goes through validation, which refuses messages that are not the spec's own.
+    sub = type("Sub", (DRIVE_CMD.message_class,), {"__slots__": ()})
+    twin = DRIVE_CMD.message_from_raw((15000, -2500, 100))
+    lookalike: bcnp.Message = object.__new__(sub)
+    assert DRIVE_CMD.message_class.pack_many([twin, lookalike]) is None
+    with pytest.raises(TypeError):
+        bcnp.encode_packet(DRIVE_CMD, [twin, lookalike])
+
+
 # --------------------------------------------------------------------------- round-trip properties
 
 
@@ -719,6 +748,8 @@ def test_round_trip_batches(batch: list[dict[str, Any]], flags: int) -> None:
     messages = [ALL(**values) for values in batch]
     packet = bcnp.encode_packet(ALL, messages, flags=flags)
     assert len(packet) == bcnp.frame_size(ALL, len(messages))
+    expected_payload = b"".join(struct.pack(FIELD_FORMAT, *expected_wire(values)) for values in batch)
+    assert packet[bcnp.HEADER_SIZE : -bcnp.wire.CRC_SIZE] == expected_payload
     view = bcnp.decode_packet(ALL_SCHEMA, packet)
     assert view.header == bcnp.PacketHeader(3, 2, flags, 7, len(messages))
     assert list(view) == messages
