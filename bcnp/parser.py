@@ -185,11 +185,11 @@ class StreamParser:
         self.bytes_received += size
         buf = self._buf
         if buf:
-            buf += data
-            if len(buf) < self._need:
+            if len(buf) + size < self._need:
+                buf += data
                 self._search_waiting(buf)
                 return
-            work = bytes(buf)
+            work = b"".join((buf, data))  # one copy of both, not an append and then a copy
         else:
             work = data if type(data) is bytes else bytes(data)
         self._parse(work, 0)
@@ -239,6 +239,8 @@ class StreamParser:
         max_messages = self.max_messages
         max_buffer = self.max_buffer
         on_packet = self.on_packet
+        # frame * OWN_COPY_RATIO < end, with the division done once per call
+        own_copy_max = (end - 1) // OWN_COPY_RATIO
         need = 0
         while True:
             avail = end - pos
@@ -269,7 +271,7 @@ class StreamParser:
                 continue
             self._consecutive = 0
             self.packets += 1
-            if frame * OWN_COPY_RATIO < end:
+            if frame <= own_copy_max:
                 packet = PacketView(spec, flags, count, data[pos : pos + frame], HEADER_SIZE)
             else:
                 packet = PacketView(spec, flags, count, data, pos + HEADER_SIZE)
@@ -279,15 +281,16 @@ class StreamParser:
                 self.callback_errors += 1
                 self.last_callback_error = exc
             pos = body_end + CRC_SIZE
-        view.release()
         # Keep the unconsumed tail (at most one incomplete frame).
         self._base += pos
-        self._buf = bytearray(data[pos:]) if pos < end else bytearray()
+        self._buf = bytearray(view[pos:]) if pos < end else bytearray()
+        view.release()
         self._need = need
         if need:
             # Candidate positions were found relative to data; rebase them.
             self._scan -= pos
-            self._pending = [c - pos for c in self._pending]
+            if self._pending:
+                self._pending = [c - pos for c in self._pending]
         else:
             self._scan = 0
             self._pending = []
@@ -308,50 +311,53 @@ class StreamParser:
         (state updated so that no byte is examined twice while nothing changes).
         """
         self.search_pending = False
-        with memoryview(data) as view:
-            still: list[int] = []
-            for c in self._pending:
-                status = self._check_candidate(data, view, c, end)
-                if status is _Candidate.VALID:
-                    return c
-                if status is _Candidate.INCOMPLETE:
-                    still.append(c)
-            start = pos = max(self._scan, base + 1)
-            budget = self.search_budget
-            # Pairs that start before ``limit`` (the last may end one byte past it).
-            limit = end if budget is None or end - start <= budget else start + budget
-            stop = end if limit == end else limit + 1
-            while True:
-                c = data.find(_VERSION_PAIR, pos, stop)
-                if c < 0:
-                    break
-                status = self._check_candidate(data, view, c, end)
-                if status is _Candidate.VALID:
+        still: list[int] = []
+        for c in self._pending:
+            status = self._check_candidate(data, c, end)
+            if status is _Candidate.VALID:
+                return c
+            if status is _Candidate.INCOMPLETE:
+                still.append(c)
+        # Comparisons rather than max(): this runs for every chunk that ends inside a packet.
+        start = pos = self._scan if self._scan > base else base + 1
+        budget = self.search_budget
+        # Pairs that start before ``limit`` (the last may end one byte past it).
+        if budget is None or end - start <= budget:
+            limit = stop = end
+        else:
+            limit = start + budget
+            stop = limit + 1
+        while True:
+            c = data.find(_VERSION_PAIR, pos, stop)
+            if c < 0:
+                break
+            status = self._check_candidate(data, c, end)
+            if status is _Candidate.VALID:
+                self.bytes_searched += c - start
+                return c
+            if status is _Candidate.INCOMPLETE:
+                if len(still) >= MAX_CANDIDATES:
+                    # Full: stop here and look at this candidate again later, never
+                    # past it, so a real packet behind many fake headers is only
+                    # delayed (until the waiting frame resolves), never lost.
                     self.bytes_searched += c - start
-                    return c
-                if status is _Candidate.INCOMPLETE:
-                    if len(still) >= MAX_CANDIDATES:
-                        # Full: stop here and look at this candidate again later, never
-                        # past it, so a real packet behind many fake headers is only
-                        # delayed (until the waiting frame resolves), never lost.
-                        self.bytes_searched += c - start
-                        self._scan = c
-                        self._pending = still
-                        return -1
-                    still.append(c)
-                pos = c + 1
-            self._pending = still
-            if limit < end:  # the budget is spent: the rest is for resume()
-                self.bytes_searched += limit - start
-                self._scan = limit
-                self.search_pending = True
-                return -1
-            self.bytes_searched += end - start
-            # A final 0x03 may pair with the next chunk's first byte.
-            self._scan = max(pos, end - 1)
+                    self._scan = c
+                    self._pending = still
+                    return -1
+                still.append(c)
+            pos = c + 1
+        self._pending = still
+        if limit < end:  # the budget is spent: the rest is for resume()
+            self.bytes_searched += limit - start
+            self._scan = limit
+            self.search_pending = True
             return -1
+        self.bytes_searched += end - start
+        # A final 0x03 may pair with the next chunk's first byte.
+        self._scan = pos if pos > end - 1 else end - 1
+        return -1
 
-    def _check_candidate(self, data: Buffer, view: memoryview, c: int, end: int) -> _Candidate:
+    def _check_candidate(self, data: Buffer, c: int, end: int) -> _Candidate:
         if end - c < HEADER_SIZE:
             return _Candidate.INCOMPLETE
         header = check_header(data, c, self._specs, self.max_messages, self.max_buffer)
@@ -361,6 +367,9 @@ class StreamParser:
         if end - c < frame:
             return _Candidate.INCOMPLETE
         body_end = c + frame - CRC_SIZE
-        if _crc32(view[c:body_end]) != _u32_unpack(data, body_end)[0]:
+        # A view made here, not per search: most searches find no candidate to check.
+        with memoryview(data) as view:
+            crc = _crc32(view[c:body_end])
+        if crc != _u32_unpack(data, body_end)[0]:
             return _Candidate.DEAD
         return _Candidate.VALID

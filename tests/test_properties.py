@@ -690,3 +690,21 @@ class QueueMachine(RuleBasedStateMachine):
 
 QueueMachine.TestCase.settings = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 test_message_queue_matches_model = QueueMachine.TestCase
+
+
+RECEIVE_TIMES = st.sampled_from([0.0, -0.0, 0.35, 0.55, 2.03, 4.03, 1e9 / 7]) | st.floats(0, 1e6)
+
+
+@PROPERTY
+@given(st.lists(st.tuples(RECEIVE_TIMES, st.booleans()), max_size=20))
+def test_every_packet_records_its_own_receive_time(steps: list[tuple[float, bool]]) -> None:
+    """handle_packet keeps its last receive time converted (the packets of one push share it):
+    the same time again, an earlier one, or a notify_received in between never leave a stale one."""
+    q = MessageQueue()
+    keepalive = bcnp.decode_packet(SCHEMA, bcnp.encode_packet(DRIVE, []))
+    for now, notify in steps:
+        if notify:
+            q.notify_received(now + 1.0)
+        q.handle_packet(keepalive, now)
+        assert q.last_receive_time == bcnp.timebase.to_us(now) / bcnp.timebase.US_PER_S
+        assert q.is_connected(now)
