@@ -50,6 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _LOG_DIR is not None:
+        try:
+            import wpilib
+        except ImportError:
+            pass
+        else:
+            wpilib.DataLogManager.stop()  # its writer thread must not reopen a file in a removed folder
         shutil.rmtree(_LOG_DIR, ignore_errors=True)
 
 
