@@ -12,9 +12,10 @@ machine costs several times the warm figure (the empty robot's floor shows
 how much of that is the machine). Scenarios, N ticks each (default 3,000):
 
 * ``idle``: autonomous, enabled, no host;
-* ``live``: autonomous with a host on loopback TCP sending 50 packets per
-  second of simulated time (one per tick) of 1 to 10 DriveCmds, the client's
-  keepalives on, telemetry flowing back to it;
+* ``live``: autonomous with a host on loopback TCP, in a process of its own
+  as a real host is, sending 50 packets per second of simulated time (one
+  per tick) of 1 to 10 DriveCmds, the client's keepalives on, telemetry
+  flowing back to it;
 * ``teleop``: teleop, enabled, the Xbox controller's sticks moving, link idle.
 
 For each: robotPeriodic's wall time (p50, p99, max, microseconds), the
@@ -34,6 +35,7 @@ import math
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -141,9 +143,6 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     import ntcore
     from wpilib.simulation import XboxControllerSim, pauseTiming, restartTiming
 
-    from bcnp.host.client import Client
-    from messages import SCHEMA, DriveCmd
-
     hal.initialize(500, 0)
     ntcore.NetworkTableInstance.getDefault().startLocal()  # no server, no networktables.json
     pauseTiming()
@@ -187,13 +186,12 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
         stick.setRightX(0.5 * math.cos(i / 70))
         stick.notifyNewData()
 
-    host = Client(
-        SCHEMA, "127.0.0.1", robot.link.tcp.port, keepalive_interval=0.05, on_telemetry=lambda p: None
-    )
+    host: subprocess.Popen[str] | None = None
 
     def plan(i: int) -> None:
-        count = rng.randint(1, 10)
-        host.send([DriveCmd(vx=0.8, omega=0.3 * math.sin(i / 40), durationMs=20) for _ in range(count)])
+        assert host is not None and host.stdin is not None
+        host.stdin.write(f"{rng.randint(1, 10)} {0.3 * math.sin(i / 40):.4f}\n")
+        host.stdin.flush()
 
     scenarios: list[tuple[str, dict[str, bool], Callable[[int], None]]] = [
         ("idle", {"autonomous": True, "enabled": True}, nothing),
@@ -202,14 +200,22 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     ]
     for name, mode, each in scenarios:
         if name == "live":
-            host.connect()
+            host = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.tick_cost", "--host", str(robot.link.tcp.port)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+            assert host.stdout is not None
+            host.stdout.readline()  # connected
         for samples in (periodic, parts):
             samples.clear()
         summary = _scenario(robot, ticks, parts, each=each, **mode)
-        if name == "live":
-            summary["telemetry_packets_received"] = host.telemetry_packets
+        if name == "live" and host is not None:
+            out, _ = host.communicate(timeout=30)
+            summary["telemetry_packets_received"] = int(out.split()[-1])
             summary["packets_queued"] = robot.link.dispatcher.packets_received
-            host.close()
         durations = periodic["robotPeriodic"]
         summary.update(
             robotPeriodic_p50_us=_percentile(durations, 50),
@@ -229,6 +235,23 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     return results
 
 
+def _host(port: int) -> int:
+    """The live scenario's host, in its own process: a packet per line read, until EOF;
+    prints the telemetry packets it received."""
+    sys.path.insert(0, str(ROOT))
+    from bcnp.host.client import Client
+    from messages import SCHEMA, DriveCmd
+
+    with Client(SCHEMA, "127.0.0.1", port, keepalive_interval=0.05, on_telemetry=lambda p: None) as host:
+        print("connected", flush=True)
+        for line in sys.stdin:
+            count, omega = line.split()
+            host.send([DriveCmd(vx=0.8, omega=float(omega), durationMs=20) for _ in range(int(count))])
+        time.sleep(0.1)  # the last telemetry
+        print(host.telemetry_packets, flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -236,8 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=3000, help="ticks per scenario (default 3000)")
     parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
     parser.add_argument("--paced", action="store_true", help="wait the loop period before each tick")
+    parser.add_argument("--host", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     args = parser.parse_args(argv)
+    if args.host is not None:
+        return _host(args.host)
     _PACE[0] = TICK_S if args.paced else 0.0
     results = run(max(100, args.ticks), args.wiring)
     results["paced"] = args.paced
