@@ -324,10 +324,6 @@ class Connection:
 
     # -- state ------------------------------------------------------------------------------
 
-    @property
-    def is_open(self) -> bool:
-        return self.state is LinkState.OPEN
-
     def link_alive(self, now: float) -> bool:
         """A packet arrived no more than ``link_timeout`` before ``now``."""
         last = self.last_packet

@@ -152,8 +152,3 @@ class NetworkKeys:
             if value != last[i]:
                 write(name, value)
                 last[i] = value
-
-    def values(self) -> dict[str, Value]:
-        """Every key's value now, by full name (``Network/...``)."""
-        sources = self.sources
-        return {name: read(sources) for name, _, read in self._writes}
