@@ -41,6 +41,7 @@ class Drivetrain:
         self._vx = 0.0
         self._omega = 0.0
         self._stopped = True
+        self._stop_sent = False  # stop() already stopped the motors this tick
 
     # -- intent -------------------------------------------------------------------------
 
@@ -55,24 +56,29 @@ class Drivetrain:
 
     def stop(self) -> None:
         """Wheels to 0 now: motors off in this very call, limiters reset."""
-        self._vx = self._omega = 0.0
-        self._stopped = True
+        # Every tick while stopped, not once: a reset also restarts the limiter's clock, so
+        # the first step after a stop is limited to one tick's worth of acceleration.
         for limiter in (self.vx_limiter, self.omega_limiter):
             if limiter is not None:
                 limiter.reset(0.0)
+        self._vx = self._omega = 0.0
+        self._stopped = True
         self.io.stop()
+        self._stop_sent = True
 
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
         if self._stopped:
-            self.io.stop()
+            if not self._stop_sent:  # once per tick is enough: stop() may have done it
+                self.io.stop()
         else:
             wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, self._omega))
             self.io.set_wheel_speeds(wheels.left, wheels.right)
         inputs = self.inputs
         self.io.update_inputs(inputs)
         self.odometry.update(self._heading(), inputs.left_position_m, inputs.right_position_m)
+        self._stop_sent = False
 
     def _heading(self) -> Rotation2d:
         inputs = self.inputs
