@@ -56,6 +56,9 @@ class BcnpRobot(wpilib.TimedRobot):
         try:
             self._tick()
             self.keys.publish()
+            # Telemetry was queued during the tick: the receive thread sends it, so no
+            # network write runs in the robot loop (a send on loopback runs the peer's side too).
+            self.link.flush_sends()
         finally:
             self.loop_timing.end()
             self.link.priority.idle()

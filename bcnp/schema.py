@@ -16,6 +16,7 @@ is a join of bytes the messages already hold.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -166,6 +167,15 @@ class FieldSpec:
     unit: str | None
     description: str | None
     offset: int  # byte offset inside the message
+    _wire_rule: tuple[bool, int, int, int] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # What to_wire needs, looked up once: it runs for every field of every message built.
+        ftype = FIELD_TYPES.get(self.type)
+        is_float = self.type == "float32"
+        scale = (self.scale if self.scale is not None else DEFAULT_FLOAT_SCALE) if is_float else 1
+        limits = (ftype.raw_min, ftype.raw_max) if ftype is not None else (0, -1)
+        object.__setattr__(self, "_wire_rule", (is_float, scale, *limits))
 
     @property
     def field_type(self) -> FieldType:
@@ -192,35 +202,36 @@ class FieldSpec:
         Raises ``ValueError`` (or ``TypeError`` for a non-number) naming the
         field, the value and the allowed range.
         """
-        where = f"{owner}.{self.name}" if owner else self.name
-        ftype = FIELD_TYPES[self.type]
+        is_float, scale, raw_min, raw_max = self._wire_rule
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             if isinstance(value, bool):
                 value = int(value)
             else:
-                raise TypeError(f"{where}: expected a number, got {value!r}")
-        if self.is_float:
-            scale = self.effective_scale
+                raise TypeError(f"{self._where(owner)}: expected a number, got {value!r}")
+        if is_float:
             finite = math.isfinite(value)
             raw = _round_half_away(float(value) * scale) if finite else 0
-            if not finite or not ftype.raw_min <= raw <= ftype.raw_max:
-                lo = ftype.raw_min / scale
-                hi = ftype.raw_max / scale
+            if not finite or not raw_min <= raw <= raw_max:
+                lo = raw_min / scale
+                hi = raw_max / scale
                 problem = "is outside" if finite else "is not a finite number in"
                 raise ValueError(
-                    f"{where}: {value!r} {problem} the float32 wire range [{lo}, {hi}] "
+                    f"{self._where(owner)}: {value!r} {problem} the float32 wire range [{lo}, {hi}] "
                     f"(int32 at scale {scale})"
                 )
             return raw
         if isinstance(value, float):
             if not value.is_integer():
-                raise ValueError(f"{where}: {value!r} is not an integer ({self.type})")
+                raise ValueError(f"{self._where(owner)}: {value!r} is not an integer ({self.type})")
             value = int(value)
-        if not ftype.raw_min <= value <= ftype.raw_max:
+        if not raw_min <= value <= raw_max:
             raise ValueError(
-                f"{where}: {value!r} is outside the {self.type} range [{ftype.raw_min}, {ftype.raw_max}]"
+                f"{self._where(owner)}: {value!r} is outside the {self.type} range [{raw_min}, {raw_max}]"
             )
         return int(value)
+
+    def _where(self, owner: str) -> str:
+        return f"{owner}.{self.name}" if owner else self.name
 
     def from_wire(self, raw: int) -> float | int:
         return raw / self.effective_scale if self.is_float else raw
@@ -247,6 +258,10 @@ class Message:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         spec = type(self).spec
         fields = spec.fields
+        if not kwargs and len(args) == len(fields):  # every value, in field order
+            name = spec.name
+            self._wire = spec.struct.pack(*[f.to_wire(v, name) for f, v in zip(fields, args, strict=True)])
+            return
         if len(args) > len(fields):
             raise TypeError(f"{spec.name}() takes {len(fields)} values, got {len(args)}")
         values: dict[str, Any] = dict(zip((f.name for f in fields), args, strict=False))

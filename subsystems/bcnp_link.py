@@ -107,6 +107,7 @@ def build_link(
             slot=slot,
             on_controller_change=shared.clear,
             pause=priority.pause,
+            defer_sends=True,  # telemetry leaves from the receive thread, after the tick
         )
         for kind in (TcpServer, UdpServer)
     }
@@ -232,12 +233,14 @@ class BcnpLink:
         if owner is None:
             return
         try:
+            # Positional, in the schema's field order (leftVelocity, rightVelocity,
+            # leftPosition, rightPosition, timestampMs): the constructor's fast path.
             sample = DrivetrainTelemetry(
-                leftVelocity=wheel_velocities[0],
-                rightVelocity=wheel_velocities[1],
-                leftPosition=wheel_positions[0],
-                rightPosition=wheel_positions[1],
-                timestampMs=round(now * 1000) & _UINT32,
+                wheel_velocities[0],
+                wheel_velocities[1],
+                wheel_positions[0],
+                wheel_positions[1],
+                round(now * 1000) & _UINT32,
             )
         except (ValueError, TypeError) as exc:  # e.g. a NaN from a broken encoder
             self.telemetry_errors += 1
@@ -245,6 +248,11 @@ class BcnpLink:
         else:
             self.telemetry.record(sample)
         self.telemetry.tick()
+
+    def flush_sends(self) -> None:
+        """The tick's telemetry leaves now: the controller's receive thread writes it."""
+        self.tcp.flush_sends()
+        self.udp.flush_sends()
 
     def _send(self, packet: bytes) -> bool:
         owner = self.owner

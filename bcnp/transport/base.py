@@ -123,6 +123,7 @@ class LoopPriority:
         self._cond = threading.Condition(threading.Lock())
         self._busy = False
         self._ticks = 0  # ticks ended
+        self._waiting = 0  # receive threads in pause(), counted before they look at _ticks
         self._due = math.inf  # when the next tick should start (clock seconds)
 
     def busy(self) -> None:
@@ -133,10 +134,13 @@ class LoopPriority:
 
     def idle(self) -> None:
         """The robot loop has finished its work (robot thread)."""
-        with self._cond:
-            self._busy = False
-            self._ticks += 1
-            self._cond.notify_all()
+        self._busy = False
+        self._ticks += 1
+        # A pause() counts itself in _waiting before it compares _ticks: either it
+        # sees the new count and returns, or it is counted here and gets woken.
+        if self._waiting:
+            with self._cond:
+                self._cond.notify_all()
 
     def pause(self) -> None:
         """Receive thread, at a safe point: wait while a tick runs or is about to."""
@@ -152,11 +156,15 @@ class LoopPriority:
             timeout = due + self.max_pause - now
             anticipated = True
         with self._cond:
-            if self._ticks != ticks:
-                return  # that tick has ended in the meantime
-            self.pauses += 1
-            self.anticipated += anticipated
-            self._cond.wait_for(lambda: self._ticks != ticks, timeout)
+            self._waiting += 1
+            try:
+                if self._ticks != ticks:
+                    return  # that tick has ended in the meantime
+                self.pauses += 1
+                self.anticipated += anticipated
+                self._cond.wait_for(lambda: self._ticks != ticks, timeout)
+            finally:
+                self._waiting -= 1
 
 
 def _lower_priority(nice: int) -> int:
@@ -214,6 +222,13 @@ class ServerBase:
     :meth:`_close_all`. ``pause`` (a :meth:`LoopPriority.pause`) is called at
     every safe point of the receive thread: before each read, each packet,
     each parse error, and every ``SEARCH_STEP`` bytes fed to a link.
+
+    With ``defer_sends``, :meth:`send` never touches a socket: it queues the
+    packet (refusing it, as always, when the queue is over
+    ``send_buffer_limit``) and :meth:`flush_sends` has the receive thread
+    write what is queued. The robot queues its telemetry during a tick and
+    flushes after it: a send on loopback runs the peer's side of the network
+    stack in the sender's thread, the longest single step of a live tick.
     """
 
     kind = ""
@@ -237,6 +252,7 @@ class ServerBase:
         slot: ControllerSlot | None = None,
         on_controller_change: Callable[[], object] | None = None,
         pause: Callable[[], object] | None = None,
+        defer_sends: bool = False,
     ) -> None:
         self.sink = sink
         self.config = config if config is not None else TransportConfig()
@@ -247,6 +263,8 @@ class ServerBase:
         #: controller's queued commands here, so a new one never inherits them.
         self.on_controller_change = on_controller_change
         self.pause = pause
+        self.defer_sends = defer_sends
+        self._sends_queued = False  # deferred sends wait for flush_sends()
         self.local_hash = sink.schema.hash
         self.counters = TransportCounters()
         self._thread: threading.Thread | None = None
@@ -307,6 +325,15 @@ class ServerBase:
         self._waker = waker
         self._thread = threading.Thread(target=self._run, name=f"bcnp-{self.kind}-{self._port}", daemon=True)
         self._thread.start()
+
+    def flush_sends(self) -> None:
+        """Deferred sends (``defer_sends``): wake the receive thread to write what
+        :meth:`send` queued since the last flush. Nothing queued: no system call."""
+        if self._sends_queued:
+            self._sends_queued = False
+            waker = self._waker
+            if waker is not None:
+                waker.wake()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the thread, which closes every socket on its way out; returns within ``timeout``."""

@@ -96,6 +96,9 @@ class TcpServer(ServerBase):
                         self._read_data(conn)
                     else:
                         self._read_handshake(conn)
+        controller = self._controller
+        if controller is not None and controller.out and not controller.writing:
+            self._flush(controller)  # deferred sends (flush_sends woke us); the rest waits for room
         self._update_write_interest()
         self._check_timeouts(self.clock())
         resume = self._accept_paused_until
@@ -291,7 +294,9 @@ class TcpServer(ServerBase):
         """Queue one packet for the controller without blocking.
 
         ``False`` when there is no controller, the send buffer is full
-        (``send_refused``) or the socket failed (``send_failures``).
+        (``send_refused``) or the socket failed (``send_failures``). With
+        ``defer_sends`` the packet only joins the send buffer; the receive
+        thread writes it after :meth:`flush_sends`.
         """
         if type(data) is not bytes:  # what waits in the buffer must not change under us
             data = bytes(data)
@@ -302,13 +307,14 @@ class TcpServer(ServerBase):
             if conn is None:
                 counters.send_failures += 1
                 return False
-            if conn.out:
+            if conn.out or self.defer_sends:
                 if conn.out_bytes + size > self.config.send_buffer_limit:
                     counters.send_refused += 1
                     return False
                 conn.out.append(memoryview(data))
                 conn.out_bytes += size
                 counters.packets_out += 1
+                self._sends_queued = self.defer_sends
                 return True
             try:
                 n = conn.sock.send(data)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+from collections import deque
 
 from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, is_handshake_datagram
 from ..wire import encode_handshake
@@ -37,6 +38,9 @@ class UdpServer(ServerBase):
     ``send(packet)`` (robot thread) sends one datagram to the locked peer and
     never blocks: when the kernel's send buffer is full the packet is refused
     and counted. A packet larger than a datagram cannot be sent over UDP.
+    With ``defer_sends`` the datagrams wait (up to ``send_buffer_limit`` bytes)
+    for :meth:`flush_sends`; one the kernel then refuses counts in
+    ``send_refused``.
     """
 
     kind = "udp"
@@ -61,6 +65,8 @@ class UdpServer(ServerBase):
         self._sel.register(sock, selectors.EVENT_READ, _SOCK)
         self._sel.register(waker.reader, selectors.EVENT_READ, _WAKE)
         self._handshake = encode_handshake(self.local_hash)
+        self._outbox: deque[tuple[bytes, tuple[object, ...]]] = deque()  # deferred sends
+        self._outbox_bytes = 0
         return int(sock.getsockname()[1])
 
     def _serve(self, waker: Waker) -> None:
@@ -69,6 +75,8 @@ class UdpServer(ServerBase):
                 self._read()
             else:
                 waker.drain()
+        if self._outbox:
+            self._send_queued()
         link = self._link
         if link is not None and isinstance(event := link.check_deadlines(self.clock()), IdleTimeout):
             self._unlock(f"silent for {event.idle_timeout:g} s", "idle_drops")
@@ -129,6 +137,30 @@ class UdpServer(ServerBase):
         log.info("BCNP udp: paired with %s (hash 0x%08X)", format_address(source), outcome.remote_hash)
         self._answer(source)
 
+    def _send_queued(self) -> None:
+        with self._send_lock:
+            counters = self.counters
+            outbox = self._outbox
+            while outbox:
+                data, peer = outbox.popleft()
+                self._outbox_bytes -= len(data)
+                try:
+                    n = self._sock.sendto(data, peer)
+                except BlockingIOError:
+                    counters.send_refused += 1
+                    continue
+                except OSError as exc:
+                    counters.send_failures += 1
+                    self.last_send_error = exc
+                    continue
+                counters.bytes_out += n
+                counters.packets_out += 1
+
+    def _drop_queued(self) -> None:
+        """The peer is gone (under the send lock): its queued datagrams go with it."""
+        self._outbox.clear()
+        self._outbox_bytes = 0
+
     def _answer(self, target: tuple[object, ...]) -> None:
         with self._send_lock:
             try:
@@ -139,12 +171,12 @@ class UdpServer(ServerBase):
 
     def _unlock(self, reason: str, counter: str | None = None) -> None:
         peer = self._peer
-        self._end_controller(counter)
+        self._end_controller(counter, self._drop_queued)
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:
         if self._peer is not None:
-            self._end_controller()
+            self._end_controller(close_socket=self._drop_queued)
         self._sel.close()
         with self._send_lock:
             self._sock.close()
@@ -164,6 +196,14 @@ class UdpServer(ServerBase):
                         f"packet of {size} bytes does not fit a UDP datagram ({MAX_DATAGRAM})"
                     )
                 return False
+            if self.defer_sends:
+                if self._outbox_bytes + size > self.config.send_buffer_limit:
+                    counters.send_refused += 1
+                    return False
+                self._outbox.append((data, peer))
+                self._outbox_bytes += size
+                self._sends_queued = True
+                return True
             try:
                 n = self._sock.sendto(data, peer)
             except BlockingIOError:
