@@ -165,9 +165,10 @@ class MessageQueue:
         # every packet would add about a fifth to what handle_packet costs.
         self._rx_seconds: float | None = None
         self._rx_us = 0
-        self._received = 0
-        self._overflows = 0
-        self._skipped = 0
+        # Counters, read as they are (``metrics`` is a snapshot of the three).
+        self.received = 0  # commands offered
+        self.overflows = 0  # commands refused by a full queue
+        self.skipped = 0  # stale commands skipped
         self._readers: dict[MessageSpec, tuple[int, _DurationReader]] = {}
         self.callback_errors = 0  # exceptions raised by on_packet_reached
         self.last_callback_error: BaseException | None = None
@@ -251,7 +252,7 @@ class MessageQueue:
 
     @property
     def metrics(self) -> QueueMetrics:
-        return QueueMetrics(self._received, self._overflows, self._skipped)
+        return QueueMetrics(self.received, self.overflows, self.skipped)
 
     def drain(self) -> list[Message]:
         """Remove and return every waiting message, decoded (diagnostics, tests)."""
@@ -294,12 +295,12 @@ class MessageQueue:
         return field.offset, struct.Struct(">" + field.field_type.struct_code).unpack_from
 
     def _append(self, run: _Run, count: int) -> int:
-        self._received += count
+        self.received += count
         free = self._capacity - self._size
         take = count
         if count > free:  # a comparison, not min(): this runs once per received packet
             take = free
-            self._overflows += count - take
+            self.overflows += count - take
         if take > 0:
             if (
                 take < count
@@ -349,7 +350,7 @@ class MessageQueue:
             else:
                 start = cursor
                 if start + duration < floor:
-                    self._skipped += 1  # stale: skipped, never executed late
+                    self.skipped += 1  # stale: skipped, never executed late
                     self._cursor = start + duration
                     continue
                 if start < floor:

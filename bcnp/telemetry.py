@@ -52,9 +52,10 @@ class TelemetryAccumulator:
         self.max_buffered = max_buffered
         self._buffer: deque[Message] = deque()
         self._ticks = 0
-        self._recorded = 0
-        self._sent = 0
-        self._packets = 0
+        # Counters, read as they are (``metrics`` is a snapshot of all five).
+        self.recorded = 0
+        self.sent = 0
+        self.packets = 0
         self._overflows = 0
         self._send_failures = 0
         self.last_send_error: BaseException | None = None
@@ -67,7 +68,7 @@ class TelemetryAccumulator:
             self._buffer.popleft()
             self._overflows += 1
         self._buffer.append(msg)
-        self._recorded += 1
+        self.recorded += 1
 
     def tick(self) -> bool:
         """Count a robot tick; flush on every Nth. True when a packet was sent."""
@@ -90,8 +91,8 @@ class TelemetryAccumulator:
             self.last_send_error = exc
             ok = False
         if ok:
-            self._sent += len(batch)
-            self._packets += 1
+            self.sent += len(batch)
+            self.packets += 1
         else:
             self._send_failures += 1
         return ok
@@ -107,6 +108,4 @@ class TelemetryAccumulator:
 
     @property
     def metrics(self) -> TelemetryMetrics:
-        return TelemetryMetrics(
-            self._recorded, self._sent, self._packets, self._overflows, self._send_failures
-        )
+        return TelemetryMetrics(self.recorded, self.sent, self.packets, self._overflows, self._send_failures)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import wpilib
 
@@ -35,8 +35,9 @@ class Sources:
 class Key:
     name: str  # under Network/
     type: type[bool] | type[float] | type[str]  # as written to NetworkTables: boolean, double, string
-    read: Callable[[Sources], Value]
+    read: Callable[[Sources], Any]  # compared with the last tick's; written through ``show``
     meaning: str
+    show: Callable[[Any], Value] | None = None  # the value as written, when ``read`` is not it
 
 
 def _hex(value: int | None) -> str:
@@ -63,27 +64,26 @@ KEYS: tuple[Key, ...] = (
         lambda s: s.link.command_or_zero[1],
         "running command's omega after clamping, rad/s (0: none)",
     ),
-    Key("SchemaHash", str, lambda s: _hex(s.link.schema.hash), "this robot's schema hash"),
+    Key("SchemaHash", str, lambda s: s.link.schema.hash, "this robot's schema hash", _hex),
     Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),
-    Key("MessagesRx", float, lambda s: s.link.queue.metrics.received, "commands offered to the queue"),
-    Key(
-        "QueueOverflows", float, lambda s: s.link.queue.metrics.overflows, "commands refused by a full queue"
-    ),
+    Key("MessagesRx", float, lambda s: s.link.queue.received, "commands offered to the queue"),
+    Key("QueueOverflows", float, lambda s: s.link.queue.overflows, "commands refused by a full queue"),
     Key(
         "MessagesSkipped",
         float,
-        lambda s: s.link.queue.metrics.skipped,
+        lambda s: s.link.queue.skipped,
         "stale commands skipped, never run late",
     ),
-    Key("TelemetrySent", float, lambda s: s.link.telemetry.metrics.sent, "telemetry messages sent"),
-    Key("TelemetryPackets", float, lambda s: s.link.telemetry.metrics.packets, "telemetry packets sent"),
+    Key("TelemetrySent", float, lambda s: s.link.telemetry.sent, "telemetry messages sent"),
+    Key("TelemetryPackets", float, lambda s: s.link.telemetry.packets, "telemetry packets sent"),
     Key("Transport", str, lambda s: s.link.transport, '"tcp", "udp" or "none": who holds the link'),
     Key("Peer", str, lambda s: s.link.peer, 'the controller\'s "ip:port" ("" when none)'),
     Key(
         "RemoteSchemaHash",
         str,
-        lambda s: _hex(s.link.remote_hash),
+        lambda s: s.link.remote_hash,
         "schema hash of the last handshake received, good or bad",
+        _hex,
     ),
     Key(
         "HandshakeRejects",
@@ -141,14 +141,14 @@ class NetworkKeys:
             float: wpilib.SmartDashboard.putNumber,  # type: ignore[dict-item]
             str: wpilib.SmartDashboard.putString,  # type: ignore[dict-item]
         }
-        self._writes = tuple((PREFIX + key.name, put[key.type], key.read) for key in keys)
+        self._writes = tuple((PREFIX + key.name, put[key.type], key.read, key.show) for key in keys)
         self._last: list[object] = [_UNSET] * len(keys)
 
     def publish(self) -> None:
         sources = self.sources
         last = self._last
-        for i, (name, write, read) in enumerate(self._writes):
+        for i, (name, write, read, show) in enumerate(self._writes):
             value = read(sources)
             if value != last[i]:
-                write(name, value)
                 last[i] = value
+                write(name, value if show is None else show(value))
