@@ -50,12 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _LOG_DIR is not None:
-        try:
+        # A robot started the data log here: its writer thread must not reopen a file in a
+        # removed folder. None did: stop() would start one, in ./logs.
+        if any(Path(_LOG_DIR).iterdir()):
             import wpilib
-        except ImportError:
-            pass
-        else:
-            wpilib.DataLogManager.stop()  # its writer thread must not reopen a file in a removed folder
+
+            wpilib.DataLogManager.stop()
         shutil.rmtree(_LOG_DIR, ignore_errors=True)
 
 
