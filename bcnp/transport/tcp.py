@@ -214,18 +214,26 @@ class TcpServer(ServerBase):
                 return
 
     def _flush(self, conn: _Peer) -> None:
-        with self._send_lock:
-            out = conn.out
-            while out:
-                chunk = out[0]
-                try:
-                    n = conn.sock.send(chunk)
-                except BlockingIOError:
+        # The lock guards the buffer, not the write: this thread is the one that closes
+        # the socket, and a sender waiting on the lock must not wait for a system call.
+        # A chunk leaves the buffer only once written, so send() keeps appending behind it.
+        lock = self._send_lock
+        out = conn.out
+        while True:
+            with lock:
+                if not out:
                     return
-                except OSError:
+                chunk = out[0]
+            try:
+                n = conn.sock.send(chunk)
+            except BlockingIOError:
+                return
+            except OSError:
+                with lock:
                     out.clear()  # the read side sees the reset and drops the link
                     conn.out_bytes = 0
-                    return
+                return
+            with lock:
                 self.counters.bytes_out += n
                 conn.out_bytes -= n
                 if n < len(chunk):

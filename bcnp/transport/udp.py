@@ -138,21 +138,28 @@ class UdpServer(ServerBase):
         self._answer(source)
 
     def _send_queued(self) -> None:
-        with self._send_lock:
-            counters = self.counters
-            outbox = self._outbox
-            while outbox:
+        # As TCP's flush: the lock guards the queue, not the write (this thread closes the socket).
+        lock = self._send_lock
+        counters = self.counters
+        outbox = self._outbox
+        while True:
+            with lock:
+                if not outbox:
+                    return
                 data, peer = outbox.popleft()
                 self._outbox_bytes -= len(data)
-                try:
-                    n = self._sock.sendto(data, peer)
-                except BlockingIOError:
+            try:
+                n = self._sock.sendto(data, peer)
+            except BlockingIOError:
+                with lock:  # send() counts too: one writer at a time
                     counters.send_refused += 1
-                    continue
-                except OSError as exc:
+                continue
+            except OSError as exc:
+                with lock:
                     counters.send_failures += 1
                     self.last_send_error = exc
-                    continue
+                continue
+            with lock:
                 counters.bytes_out += n
                 counters.packets_out += 1
 
