@@ -281,6 +281,12 @@ class BcnpLink:
         return owner.peer if owner is not None else ""
 
     @property
+    def peer_address(self) -> tuple[object, ...] | None:
+        """The controller's address, unformatted (``peer`` is its text)."""
+        owner = self.owner
+        return owner.peer_address if owner is not None else None
+
+    @property
     def remote_hash(self) -> int | None:
         """The controller's schema hash, else the last one any handshake carried."""
         owner = self.owner

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import wpilib
 
+from bcnp.transport import format_address
+
 if TYPE_CHECKING:
     from subsystems.bcnp_link import BcnpLink
     from subsystems.loop_timing import LoopTiming
@@ -77,7 +79,13 @@ KEYS: tuple[Key, ...] = (
     Key("TelemetrySent", float, lambda s: s.link.telemetry.sent, "telemetry messages sent"),
     Key("TelemetryPackets", float, lambda s: s.link.telemetry.packets, "telemetry packets sent"),
     Key("Transport", str, lambda s: s.link.transport, '"tcp", "udp" or "none": who holds the link'),
-    Key("Peer", str, lambda s: s.link.peer, 'the controller\'s "ip:port" ("" when none)'),
+    Key(
+        "Peer",
+        str,
+        lambda s: s.link.peer_address,
+        'the controller\'s "ip:port" ("" when none)',
+        format_address,
+    ),
     Key(
         "RemoteSchemaHash",
         str,

@@ -28,6 +28,7 @@ attribute reads.
 
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 
@@ -35,7 +36,7 @@ import wpilib
 from wpiutil.log import BooleanLogEntry, DataLog, DoubleLogEntry, IntegerLogEntry, StringLogEntry
 
 from bcnp import PacketView
-from bcnp.transport import TcpServer, UdpServer
+from bcnp.transport import TcpServer, UdpServer, format_address
 from subsystems.bcnp_link import BcnpLink
 from subsystems.drivetrain import Drivetrain
 
@@ -45,6 +46,7 @@ PREFIX = "BCNP/"
 
 #: Counters whose rise means a refused handshake or peer.
 _REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused", "peers_refused")
+_refusals = operator.attrgetter(*_REFUSALS)
 
 
 def log_dir(project_dir: Path) -> str:
@@ -79,11 +81,11 @@ class _ServerWatch:
         self.server = server
         counters = server.counters
         self.controllers = counters.controllers
-        self.peer = server.peer
+        self.peer = server.peer_address
         self.remote_hash = server.remote_hash
         self.disconnects = counters.disconnects
         self.idle_drops = counters.idle_drops
-        self.refusals = sum(getattr(counters, name) for name in _REFUSALS)
+        self.refusals = sum(_refusals(counters))
 
 
 class BcnpRecorder:
@@ -141,7 +143,7 @@ class BcnpRecorder:
     def _watch(self, watch: _ServerWatch) -> None:
         server = watch.server
         counters = server.counters
-        peer = server.peer
+        peer = server.peer_address
         kind = server.kind
         if watch.peer and peer != watch.peer:
             if counters.idle_drops != watch.idle_drops:
@@ -150,15 +152,15 @@ class BcnpRecorder:
                 why = "closed or reset by the peer"
             else:
                 why = "released"
-            self._controller.append(f"disconnected {kind} {watch.peer}: {why}")
+            self._controller.append(f"disconnected {kind} {format_address(watch.peer)}: {why}")
         if counters.controllers != watch.controllers:
             remote = server.remote_hash
             theirs = "?" if remote is None else f"0x{remote:08X}"
-            where = peer or "(gone within the tick)"
+            where = format_address(peer) or "(gone within the tick)"
             self._controller.append(
                 f"connected {kind} {where}, schema {theirs} (ours 0x{self.local_hash:08X})"
             )
-        refusals = sum(getattr(counters, name) for name in _REFUSALS)
+        refusals = sum(_refusals(counters))
         if refusals != watch.refusals:
             more = refusals - watch.refusals
             self._refused.append(

@@ -341,6 +341,16 @@ def test_motor_safety_stays_enabled_and_fed_while_stopped(sim: Sim) -> None:
     assert sim.motors() == (0.0, 0.0)
 
 
+def test_the_first_command_after_a_standstill_ramps_from_zero(sim: Sim) -> None:
+    """Stopped, the acceleration limiters restart every tick (a reset restarts their
+    clock too): however long the robot stood, the first command gets one tick's worth
+    of acceleration, not a jump worth the whole standstill."""
+    sim.tick(25)  # 0.5 s standing in autonomous, no commands
+    sim.drivetrain.drive(constants.MAX_VX_MPS, 0.0)  # what the next tick's command would do
+    assert constants.MAX_ACCEL_MPS2 is not None and constants.MAX_ACCEL_MPS2 * 0.5 >= constants.MAX_VX_MPS
+    assert 0.0 <= sim.drivetrain.commanded[0] <= constants.MAX_ACCEL_MPS2 * TICK + 1e-9
+
+
 def test_a_loop_that_stops_driving_has_its_motors_stopped_by_the_watchdog(sim: Sim) -> None:
     """The robot loop hangs (nothing calls the drivetrain any more) while the motors run:
     WPILib motor safety stops them once 100 ms have passed without an update."""

@@ -512,6 +512,11 @@ class ServerBase:
         return format_address(self._peer)
 
     @property
+    def peer_address(self) -> tuple[object, ...] | None:
+        """The controller's address as the socket gives it; ``None`` while no controller."""
+        return self._peer
+
+    @property
     def link(self) -> Connection | None:
         """The controller's link (its parser, liveness), ``None`` while no controller."""
         return self._link
