@@ -22,8 +22,10 @@ For each: robotPeriodic's wall time (p50, p99, max, microseconds), the
 scenario's wall and thread CPU time, and the same split by part of the tick
 (queue update, mode, drivetrain, telemetry, recorder, keys, loop timing).
 An empty ``TimedRobot`` subclass's robotPeriodic and whole loop are measured in
-the same run as the floor. A human table, then ``--json`` prints one JSON
-object on the last line.
+the same run as the floor, and so are the WPILib calls any tick makes (time,
+mode, watchdog, encoders, gyro, odometry) alone, back to back and paced at
+20 ms whatever ``--paced`` says: the share of a paced tick that is the machine.
+A human table, then ``--json`` prints one JSON object on the last line.
 """
 
 from __future__ import annotations
@@ -69,6 +71,52 @@ def _timed(samples: Samples, part: str, func: Callable[..., Any]) -> Callable[..
             samples[part].append(clock() - start)
 
     return wrapper
+
+
+def _essential_floor(samples: int) -> dict[str, float]:
+    """What the WPILib calls every tick needs cost alone (the time, the mode, a watchdog
+    feed, four encoder reads, the gyro, odometry: no robot code around them), back to
+    back and then with the loop period's wait before each: how much of a paced tick is
+    the machine's cold start rather than the robot's code. Spare channels, not the robot's."""
+    import wpilib
+    from wpimath.geometry import Rotation2d
+    from wpimath.kinematics import DifferentialDriveOdometry
+
+    from subsystems.drivetrain_io import MotorWatchdog
+
+    left, right = wpilib.Encoder(4, 5), wpilib.Encoder(6, 7)
+    gyro = wpilib.AnalogGyro(1)  # an accumulator channel (0 and 1); the robot has 0
+    motors = (wpilib.PWMSparkMax(8), wpilib.PWMSparkMax(9))
+    watchdog = MotorWatchdog(motors, "tick_cost floor", 0.1)
+    odometry = DifferentialDriveOdometry(Rotation2d(), 0.0, 0.0)
+    fpga, autonomous = wpilib.Timer.getFPGATimestamp, wpilib.DriverStation.isAutonomousEnabled
+    clock = time.perf_counter_ns
+
+    def measure(pace: float) -> list[int]:
+        out = []
+        for _ in range(samples):
+            if pace:
+                time.sleep(pace)
+            start = clock()
+            fpga()
+            autonomous()
+            watchdog.feed()
+            a, b = left.getDistance(), right.getDistance()
+            left.getRate()
+            right.getRate()
+            odometry.update(gyro.getRotation2d(), a, b)
+            fpga()
+            out.append(clock() - start)
+        return out
+
+    warm, paced = measure(0.0), measure(TICK_S)
+    watchdog.setSafetyEnabled(False)  # unfed from here on: no motor-safety message
+    return {
+        "calls_p50_us": _percentile(warm, 50),
+        "calls_p99_us": _percentile(warm, 99),
+        "calls_paced_p50_us": _percentile(paced, 50),
+        "calls_paced_p99_us": _percentile(paced, 99),
+    }
 
 
 def _robot_classes() -> tuple[type, type]:
@@ -163,6 +211,7 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
         "loop_p99_us": _percentile(loops, 99),
     }
     del empty
+    results["floor"].update(_essential_floor(min(ticks, 500)))
 
     robot = robot_class()
     periodic: Samples = defaultdict(list)
@@ -275,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  floor (empty TimedRobot): robotPeriodic p50 {floor['robotPeriodic_p50_us']:.1f} us, "
         f"whole loop p50 {floor['loop_p50_us']:.1f} p99 {floor['loop_p99_us']:.1f} us"
+    )
+    print(
+        f"  floor (the tick's 11 essential WPILib calls alone): p50 {floor['calls_p50_us']:.1f}"
+        f" p99 {floor['calls_p99_us']:.1f} us back to back; paced at 20 ms p50"
+        f" {floor['calls_paced_p50_us']:.1f} p99 {floor['calls_paced_p99_us']:.1f} us"
     )
     for name in ("idle", "live", "teleop"):
         s = results[name]

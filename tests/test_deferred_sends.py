@@ -7,6 +7,7 @@ write runs in the robot loop. Real sockets on loopback, both transports.
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,11 +22,31 @@ from bcnp.transport import TcpServer, TransportConfig, UdpServer
 Server = TcpServer | UdpServer
 
 
+class Hold:
+    """The receive thread's pause: while closed, it waits at its next safe point (before
+    a read, a packet, or writing what was queued), as it does while a robot tick runs."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+
+    def __call__(self) -> None:
+        self._open.wait(10)
+
+    def close(self) -> None:
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+
 @contextmanager
-def deferred(kind: type[Server], schema: bcnp.Schema, **config: object) -> Iterator[Server]:
+def deferred(
+    kind: type[Server], schema: bcnp.Schema, hold: Hold | None = None, **config: object
+) -> Iterator[Server]:
     # A long poll interval: the receive thread wakes only for a peer's bytes or a flush.
     cfg = TransportConfig(host="127.0.0.1", port=0, poll_interval=30.0, **config)  # type: ignore[arg-type]
-    server = kind(Dispatcher(schema), cfg, clock=FakeClock(), defer_sends=True)
+    server = kind(Dispatcher(schema), cfg, clock=FakeClock(), pause=hold, defer_sends=True)
     server.start()
     try:
         yield server
@@ -66,12 +87,15 @@ def telemetry_packet(schema: bcnp.Schema, first: int, count: int) -> bytes:
 def test_a_deferred_send_is_written_by_the_receive_thread_after_the_flush(
     kind: type[Server], schema: bcnp.Schema
 ) -> None:
-    with deferred(kind, schema) as server, controller(server, schema) as sock:
+    hold = Hold()
+    with deferred(kind, schema, hold) as server, controller(server, schema) as sock:
         written = server.counters.bytes_out
         packets = [telemetry_packet(schema, 100 * k, 3) for k in range(3)]
+        hold.close()  # a tick runs: the receive thread writes nothing meanwhile
         assert all(server.send(p) for p in packets)
         # send() itself wrote nothing: without defer_sends it writes in the caller's thread.
         assert server.counters.bytes_out == written
+        hold.open()
         server.flush_sends()
         for packet in packets:  # intact and in order
             assert receive(sock, len(packet)) == packet
@@ -92,10 +116,13 @@ def test_deferred_sends_are_refused_beyond_the_send_buffer_limit_until_flushed(
 ) -> None:
     packet = telemetry_packet(schema, 0, 20)  # 11 + 20 x 20 bytes
     limit = 2 * len(packet) + 10
-    with deferred(kind, schema, send_buffer_limit=limit) as server, controller(server, schema) as sock:
+    hold = Hold()
+    with deferred(kind, schema, hold, send_buffer_limit=limit) as server, controller(server, schema) as sock:
+        hold.close()  # nothing is written until the flush
         assert server.send(packet) and server.send(packet)
         assert not server.send(packet)  # a third would pass the limit: refused, counted
         assert server.status().send_refused == 1
+        hold.open()
         server.flush_sends()
         assert receive(sock, len(packet)) == packet
         assert receive(sock, len(packet)) == packet
@@ -111,3 +138,18 @@ def test_a_deferred_send_without_a_controller_is_refused(kind: type[Server], sch
         assert not server.send(telemetry_packet(schema, 0, 1))
         server.flush_sends()
         assert server.status().send_failures == 1 and server.status().packets_out == 0
+
+
+def test_a_deferred_packet_larger_than_the_limit_goes_onto_an_empty_buffer(schema: bcnp.Schema) -> None:
+    """As without deferral: the largest packet can always be sent (TCP)."""
+    spec = schema["DrivetrainTelemetry"]
+    big = encode_packet(spec, [spec(i / 8, -i / 8, i / 16, -i / 16, i) for i in range(65_535)])
+    hold = Hold()
+    with deferred(TcpServer, schema, hold) as server, controller(server, schema) as sock:
+        assert len(big) > server.config.send_buffer_limit
+        hold.close()
+        assert server.send(big)
+        assert not server.send(telemetry_packet(schema, 0, 1))  # the buffer is over its limit now
+        hold.open()
+        server.flush_sends()
+        assert recv_exactly(sock, len(big), timeout=10) == big

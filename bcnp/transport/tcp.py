@@ -98,7 +98,10 @@ class TcpServer(ServerBase):
                         self._read_handshake(conn)
         controller = self._controller
         if controller is not None and controller.out and not controller.writing:
-            self._flush(controller)  # deferred sends (flush_sends woke us); the rest waits for room
+            # Deferred sends (flush_sends woke us), once the tick is over; the rest waits for room.
+            if self.pause is not None:
+                self.pause()
+            self._flush(controller)
         self._update_write_interest()
         self._check_timeouts(self.clock())
         resume = self._accept_paused_until
@@ -316,7 +319,8 @@ class TcpServer(ServerBase):
                 counters.send_failures += 1
                 return False
             if conn.out or self.defer_sends:
-                if conn.out_bytes + size > self.config.send_buffer_limit:
+                # One packet over the limit still goes onto an empty buffer (a 65,535-message one).
+                if conn.out and conn.out_bytes + size > self.config.send_buffer_limit:
                     counters.send_refused += 1
                     return False
                 conn.out.append(memoryview(data))

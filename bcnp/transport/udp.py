@@ -76,6 +76,8 @@ class UdpServer(ServerBase):
             else:
                 waker.drain()
         if self._outbox:
+            if self.pause is not None:
+                self.pause()  # deferred sends: once the tick is over
             self._send_queued()
         link = self._link
         if link is not None and isinstance(event := link.check_deadlines(self.clock()), IdleTimeout):
@@ -204,7 +206,7 @@ class UdpServer(ServerBase):
                     )
                 return False
             if self.defer_sends:
-                if self._outbox_bytes + size > self.config.send_buffer_limit:
+                if self._outbox and self._outbox_bytes + size > self.config.send_buffer_limit:
                     counters.send_refused += 1
                     return False
                 self._outbox.append((data, peer))
