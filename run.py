@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,21 @@ def main(argv: list[str]) -> int:
     if task == "sim":
         cwd, args = sim_command(ROOT, str(python), rest)
         env = sim_environment(rest, env)
+    return run_child(args, cwd, env)
+
+
+def run_child(args: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Run the task's command and return its exit status. Ctrl-C reaches it with us (one
+    process group); a SIGTERM or SIGHUP sent to this process alone is passed on, so a
+    stopped ``run.py sim`` never leaves a simulated robot running, holding its ports."""
     child = subprocess.Popen(args, cwd=cwd, env=env)
+
+    def pass_on(signum: int, frame: object) -> None:
+        child.send_signal(signum)
+
+    for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), pass_on)
     while True:
         try:
             return child.wait()

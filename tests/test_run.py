@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
+
+from support import wait_until
 
 import run
 
@@ -54,3 +60,31 @@ def test_the_sim_autonomous_switch_enables_the_simulated_robot(control, robot, m
         stepTiming(0.1)  # the physics engine is made as the simulated robot starts
         assert DriverStationSim.getDsAttached()
         assert DriverStationSim.getAutonomous() and DriverStationSim.getEnabled()
+
+
+def test_a_terminated_run_py_stops_its_child_too(tmp_path: Path) -> None:
+    """`kill PID` of `run.py sim` (a SIGTERM to it alone, not its process group) must not
+    leave the simulated robot running: run.py passes the signal on and exits with it."""
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    child = (
+        "import os, pathlib, signal, sys, time\n"
+        f"def bye(*_): pathlib.Path({str(stopped)!r}).write_text('x'); sys.exit(3)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        f"pathlib.Path({str(started)!r}).write_text(str(os.getpid()))\n"
+        "while True: time.sleep(0.05)\n"
+    )
+    parent = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import run\n"
+        "raise SystemExit(run.run_child([sys.executable, '-c', sys.argv[2]], run.ROOT, {}))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent, str(ROOT), child])
+    try:
+        wait_until(started.exists, timeout=20, what="the child running")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 3  # the child's own exit status
+        assert stopped.exists()
+    finally:
+        proc.kill()
+        if started.exists():  # never leave the child behind, even when this test fails
+            with contextlib.suppress(OSError):
+                os.kill(int(started.read_text()), signal.SIGKILL)
