@@ -138,6 +138,11 @@ LOOP_OVERRUN_MARGIN_S = 0.005
 #: command latency over the last 500 packets whose first command was reached.
 LOOP_TIMING_WINDOW_TICKS = 500
 CMD_LATENCY_WINDOW_PACKETS = 500
+#: The data log records each packet (BCNP/Packet/*) up to this many per second, a
+#: second's worth in a burst; beyond, packets are only counted (BCNP/Packet/Unrecorded).
+#: A host sends 50 to a few hundred a second; a flood of 300,000 a second would
+#: otherwise write about 10 MB of log a second and cost ingest 40 %.
+RECORD_PACKETS_PER_S = 2000
 
 # -- autonomous modes (autonomous/; picked on SmartDashboard as "Autonomous Mode") ------------
 

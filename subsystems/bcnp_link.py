@@ -160,8 +160,9 @@ class BcnpLink:
         self.telemetry.send = self._send
         self.priority = parts.priority
         self.cmd_latency_ms = parts.cmd_latency_ms
-        #: Told of each packet handed to the queue, in the receive thread (the recorder).
-        self.packet_observer: Callable[[PacketView], object] | None = None
+        #: Told of each packet handed to the queue and its arrival time, in the receive
+        #: thread (the recorder).
+        self.packet_observer: Callable[[PacketView, float], object] | None = None
         self.max_vx = max_vx
         self.max_omega = max_omega
         self.command: tuple[float, float] | None = None
@@ -177,7 +178,7 @@ class BcnpLink:
         self.parts.shared_queue.handle_packet(packet, now)
         observer = self.packet_observer
         if observer is not None:
-            observer(packet)
+            observer(packet, now)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ default place (a USB stick if one is plugged in), in the simulator under
 byte or per queued message (a 65,535-message packet is one entry):
 
 * ``BCNP/Packet/Type``, ``/Count``, ``/ClearQueue``: each packet handed to the
-  queue (written by the receive thread; the data log is thread-safe);
+  queue (written by the receive thread; the data log is thread-safe), up to
+  ``RECORD_PACKETS_PER_S`` a second (a second's worth in a burst); beyond that, a
+  flood's packets are only counted: ``BCNP/Packet/Unrecorded`` (the total so far,
+  written by the tick when it grew);
 * ``BCNP/Command/Vx``, ``/Omega``, ``/DurationMs``: each command as it becomes
   active, after clamping;
 * ``BCNP/Applied/Vx``, ``/Omega``: what the drivetrain applied after the
@@ -35,6 +38,7 @@ from pathlib import Path
 import wpilib
 from wpiutil.log import BooleanLogEntry, DataLog, DoubleLogEntry, IntegerLogEntry, StringLogEntry
 
+import constants
 from bcnp import PacketView
 from bcnp.transport import TcpServer, UdpServer, format_address
 from subsystems.bcnp_link import BcnpLink
@@ -103,6 +107,12 @@ class BcnpRecorder:
         self._controller = StringLogEntry(log, PREFIX + "Controller")
         self._refused = StringLogEntry(log, PREFIX + "Refused")
         self._connected = BooleanLogEntry(log, PREFIX + "Connected")
+        self._unrecorded = IntegerLogEntry(log, PREFIX + "Packet/Unrecorded")
+        self.packets_per_s = float(constants.RECORD_PACKETS_PER_S)
+        self._budget = self.packets_per_s
+        self._budget_time = 0.0
+        self.unrecorded = 0  # packets past the budget (receive thread)
+        self._unrecorded_logged = 0
         self._watches = [_ServerWatch(link.tcp), _ServerWatch(link.udp)]
         self._active: object | None = None
         self._applied: tuple[float, float] | None = None
@@ -110,8 +120,17 @@ class BcnpRecorder:
 
     # -- receive thread ------------------------------------------------------------------------
 
-    def packet(self, packet: PacketView) -> None:
-        """A packet handed to the queue."""
+    def packet(self, packet: PacketView, now: float) -> None:
+        """A packet handed to the queue at ``now`` (robot seconds): recorded while the
+        budget lasts (a token bucket, ``rate`` a second, a second's worth at most)."""
+        rate = self.packets_per_s
+        budget = min(rate, self._budget + (now - self._budget_time) * rate)
+        self._budget_time = now
+        if budget < 1.0:
+            self._budget = budget
+            self.unrecorded += 1
+            return
+        self._budget = budget - 1.0
         self._packet_type.append(packet.spec.name)
         self._packet_count.append(packet.count)
         self._packet_clear.append(packet.clear_queue)
@@ -139,6 +158,10 @@ class BcnpRecorder:
             self._connected.append(link.connected)
         for watch in self._watches:
             self._watch(watch)
+        unrecorded = self.unrecorded
+        if unrecorded != self._unrecorded_logged:
+            self._unrecorded_logged = unrecorded
+            self._unrecorded.append(unrecorded)
 
     def _watch(self, watch: _ServerWatch) -> None:
         server = watch.server

@@ -16,6 +16,7 @@ from test_robot import Sim, cmd
 from wpiutil.log import DataLogReader
 
 import bcnp
+import constants
 from bcnp.host.client import Client, SchemaMismatchError
 from messages import SCHEMA, DriveCmd
 
@@ -119,3 +120,23 @@ def test_a_flood_of_bytes_is_one_entry_per_packet(sim: Sim) -> None:
         wait_until(lambda: sim.link.queue.metrics.received >= 65_535, what="the big packet")
     counts = read_log_when(lambda log: len(log["BCNP/Packet/Count"]) > before)["BCNP/Packet/Count"][before:]
     assert counts == [65_535]
+
+
+def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) -> None:
+    """A second's worth of packets (RECORD_PACKETS_PER_S) is recorded one by one; past
+    it, a flood's packets are counted in BCNP/Packet/Unrecorded, not written (robot
+    time stands still between ticks here: the budget does not refill during the burst)."""
+    sim.tick()
+    before = len(read_log_when(lambda log: "BCNP/Connected" in log)["BCNP/Packet/Count"])
+    budget = constants.RECORD_PACKETS_PER_S
+    flood = budget + 500
+    packet = bcnp.encode_packet(DriveCmd.spec, [cmd(0.1, ms=10)])
+    with socket.create_connection(("127.0.0.1", sim.link.tcp.port), timeout=5) as raw:
+        raw.recv(8)
+        raw.sendall(bcnp.encode_handshake(SCHEMA.hash) + packet * flood)
+        wait_until(lambda: sim.link.queue.metrics.received >= flood, what="the flood")
+    assert sim.robot.recorder.unrecorded == 500
+    sim.tick()  # the tick writes the count
+    log = read_log_when(lambda log: bool(log.get("BCNP/Packet/Unrecorded")))
+    assert len(log["BCNP/Packet/Count"]) - before == budget
+    assert log["BCNP/Packet/Unrecorded"][-1] == 500
