@@ -133,19 +133,29 @@ def run_child(args: list[str], cwd: Path, env: dict[str, str]) -> int:
     """Run the task's command and return its exit status. Ctrl-C reaches it with us (one
     process group); a SIGTERM or SIGHUP sent to this process alone is passed on, so a
     stopped ``run.py sim`` never leaves a simulated robot running, holding its ports."""
-    child = subprocess.Popen(args, cwd=cwd, env=env)
+    children: list[subprocess.Popen[bytes]] = []
+    caught: list[int] = []
 
     def pass_on(signum: int, frame: object) -> None:
-        child.send_signal(signum)
+        if children:
+            children[0].send_signal(signum)
+        else:
+            caught.append(signum)  # arrived while the child was being started
 
+    # Before the child starts, so that no signal finds the default action (exit) meanwhile.
     for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), pass_on)
+    child = subprocess.Popen(args, cwd=cwd, env=env)
+    children.append(child)
+    for signum in caught:
+        child.send_signal(signum)
     while True:
         try:
-            return child.wait()
+            status = child.wait()
         except KeyboardInterrupt:
             continue  # the child got the same Ctrl-C: let it stop the robot and exit on its own
+        return 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
 
 
 if __name__ == "__main__":

@@ -69,8 +69,9 @@ class Drivetrain:
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
+        stop_sent, self._stop_sent = self._stop_sent, False
         if self._stopped:
-            if not self._stop_sent:  # once per tick is enough: stop() may have done it
+            if not stop_sent:  # once per tick is enough: stop() may have done it
                 self.io.stop()
         else:
             wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, self._omega))
@@ -78,7 +79,6 @@ class Drivetrain:
         inputs = self.inputs
         self.io.update_inputs(inputs)
         self.odometry.update(self._heading(), inputs.left_position_m, inputs.right_position_m)
-        self._stop_sent = False
 
     def _heading(self) -> Rotation2d:
         inputs = self.inputs

@@ -110,10 +110,10 @@ class KitbotIO(DrivetrainIO):
         self._driven = True  # the motors may be running: the next stop() disables them
 
     def set_wheel_speeds(self, left_mps: float, right_mps: float) -> None:
+        self._driven = True  # first: a side set before an error must still be stopped
         self.left_motor.setVoltage(self._volts(left_mps, self.left_encoder, self.left_pid))
         self.right_motor.setVoltage(self._volts(right_mps, self.right_encoder, self.right_pid))
         self.watchdog.feed()
-        self._driven = True
 
     def _volts(self, target: float, encoder: wpilib.Encoder, pid: PIDController) -> float:
         volts = self.feedforward.calculate(target) + pid.calculate(encoder.getRate(), target)

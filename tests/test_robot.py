@@ -20,12 +20,14 @@ import wpilib
 from support import free_port, wait_until
 from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
+from wpimath.controller import PIDController
 
 import bcnp
 import constants
 import physics
 from bcnp.host.client import Client, SchemaMismatchError
 from messages import SCHEMA, DriveCmd
+from subsystems.drivetrain_io import KitbotIO
 
 TICK = 0.02
 
@@ -349,6 +351,32 @@ def test_the_first_command_after_a_standstill_ramps_from_zero(sim: Sim) -> None:
     sim.drivetrain.drive(constants.MAX_VX_MPS, 0.0)  # what the next tick's command would do
     assert constants.MAX_ACCEL_MPS2 is not None and constants.MAX_ACCEL_MPS2 * 0.5 >= constants.MAX_VX_MPS
     assert 0.0 <= sim.drivetrain.commanded[0] <= constants.MAX_ACCEL_MPS2 * TICK + 1e-9
+
+
+def test_a_side_set_before_an_error_is_still_stopped(sim: Sim) -> None:
+    """The right side's output fails after the left motor took its new speed: the next
+    stop still stops the left motor (a stopped kitbot skips stopMotor only when nothing
+    was driven since)."""
+    io = sim.drivetrain.io
+    if not isinstance(io, KitbotIO):
+        pytest.skip("the kitbot's PWM outputs")
+    sim.tick(2)  # stopped
+    volts = io._volts
+
+    def right_fails(target: float, encoder: wpilib.Encoder, pid: PIDController) -> float:
+        if encoder is io.right_encoder:
+            raise RuntimeError("right side fails")
+        return volts(target, encoder, pid)
+
+    io._volts = right_fails  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError):
+            io.set_wheel_speeds(1.0, 1.0)
+    finally:
+        del io._volts  # the class's method again
+    assert io.outputs()[0] != 0.0
+    io.stop()
+    assert io.outputs() == (0.0, 0.0)
 
 
 def test_a_loop_that_stops_driving_has_its_motors_stopped_by_the_watchdog(sim: Sim) -> None:

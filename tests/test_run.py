@@ -88,3 +88,15 @@ def test_a_terminated_run_py_stops_its_child_too(tmp_path: Path) -> None:
         if started.exists():  # never leave the child behind, even when this test fails
             with contextlib.suppress(OSError):
                 os.kill(int(started.read_text()), signal.SIGKILL)
+
+
+def test_a_child_killed_by_a_signal_gives_the_shell_status() -> None:
+    """A child that dies of the SIGTERM passed on: run.py exits 128 + 15, as a shell reports it."""
+    parent = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import os, run, signal, threading\n"
+        "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+        "raise SystemExit(run.run_child([sys.executable, '-c', sys.argv[2]], run.ROOT, {}))\n"
+    )
+    sleeper = "import time; time.sleep(60)"  # no handler: SIGTERM's default, death
+    proc = subprocess.run([sys.executable, "-c", parent, str(ROOT), sleeper], timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
