@@ -353,13 +353,13 @@ def test_the_first_command_after_a_standstill_ramps_from_zero(sim: Sim) -> None:
     assert 0.0 <= sim.drivetrain.commanded[0] <= constants.MAX_ACCEL_MPS2 * TICK + 1e-9
 
 
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)  # the kitbot's PWM outputs
 def test_a_side_set_before_an_error_is_still_stopped(sim: Sim) -> None:
     """The right side's output fails after the left motor took its new speed: the next
     stop still stops the left motor (a stopped kitbot skips stopMotor only when nothing
     was driven since)."""
     io = sim.drivetrain.io
-    if not isinstance(io, KitbotIO):
-        pytest.skip("the kitbot's PWM outputs")
+    assert isinstance(io, KitbotIO)
     sim.tick(2)  # stopped
     volts = io._volts
 
