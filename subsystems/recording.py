@@ -122,7 +122,7 @@ class BcnpRecorder:
 
     def packet(self, packet: PacketView, now: float) -> None:
         """A packet handed to the queue at ``now`` (robot seconds): recorded while the
-        budget lasts (a token bucket, ``rate`` a second, a second's worth at most)."""
+        budget lasts (a token bucket: ``packets_per_s`` a second, a second's worth at most)."""
         rate = self.packets_per_s
         budget = min(rate, self._budget + (now - self._budget_time) * rate)
         self._budget_time = now
