@@ -277,13 +277,8 @@ class BcnpLink:
         return owner.kind if owner is not None else "none"
 
     @property
-    def peer(self) -> str:
-        owner = self.owner
-        return owner.peer if owner is not None else ""
-
-    @property
     def peer_address(self) -> tuple[object, ...] | None:
-        """The controller's address, unformatted (``peer`` is its text)."""
+        """The controller's address as its socket gives it; ``None`` while no controller."""
         owner = self.owner
         return owner.peer_address if owner is not None else None
 
