@@ -211,9 +211,11 @@ def test_telemetry_by_iterator_and_by_callback(robot: Robot) -> None:
         assert client.receive(timeout=0.05) is None
 
 
-def test_robot_going_away_ends_iteration_and_fails_sends(schema: bcnp.Schema) -> None:
+def test_without_reconnecting_the_robot_going_away_ends_iteration_and_fails_sends(
+    schema: bcnp.Schema,
+) -> None:
     robot = make_robot(schema, udp=False)
-    client = robot.client(keepalive_interval=None).connect()
+    client = robot.client(keepalive_interval=None, reconnect=False).connect()
     wait_until(lambda: robot.server.status().handshaken)
     robot.server.stop()
     assert list(client.packets()) == []
@@ -276,9 +278,9 @@ def test_keepalive_thread_idles_while_a_send_blocks(schema: bcnp.Schema) -> None
     assert not sender.is_alive()
 
 
-def test_background_thread_ends_when_a_send_finds_the_link_dead(schema: bcnp.Schema) -> None:
+def test_without_reconnecting_the_thread_ends_when_a_send_finds_the_link_dead(schema: bcnp.Schema) -> None:
     robot = make_robot(schema, udp=True)
-    client = robot.client(keepalive_interval=None).connect()
+    client = robot.client(keepalive_interval=None, reconnect=False).connect()
     robot.server.stop()
     with pytest.raises(LinkClosedError):
         for _ in range(100):  # the first send may still succeed: UDP learns of it from ICMP

@@ -11,7 +11,19 @@ its handshake, reads the robot's and raises :class:`SchemaMismatchError`
   ``keepalive_interval`` seconds in which nothing else was sent, so long
   queued commands are not cut by the robot's 200 ms link timeout, and
   receives telemetry, delivered to ``on_telemetry`` or through
-  :meth:`Client.packets`.
+  :meth:`Client.packets`;
+* the same thread keeps the link: a connection that closes, resets or goes
+  silent (no telemetry for ``ReconnectPolicy.silence_timeout``) is lost, and
+  the client connects and handshakes again with backoff
+  (:mod:`bcnp.host.linkstate` decides; this module only does the I/O).
+  :meth:`Client.status` and ``on_link_change`` tell the user; a send while the
+  link is down raises :class:`LinkDownError` and sends nothing. Each new
+  connection starts with an empty queue on the robot (``status().generation``
+  counts them): what was queued before is gone, and the sender decides what is
+  still worth sending. ``reconnect=False`` makes the first loss final.
+
+Only the first :meth:`Client.connect` fails fast (nothing there, wrong schema);
+a schema mismatch on a later attempt closes the client too.
 
 Used as a context manager, the client closes its socket and thread on exit::
 
@@ -49,11 +61,16 @@ from ..wire import (
     PacketView,
     encode_packet,
 )
+from .linkstate import Connect, Disconnect, GiveUp, LinkMachine, LinkState, LinkStatus, ReconnectPolicy
 
 __all__ = [
     "Client",
     "LinkClosedError",
+    "LinkDownError",
     "LinkError",
+    "LinkState",
+    "LinkStatus",
+    "ReconnectPolicy",
     "RobotUnreachableError",
     "SchemaMismatchError",
 ]
@@ -63,12 +80,14 @@ Clock = Callable[[], float]
 
 
 class LinkError(ConnectionError):
-    """A link to a robot could not be made or was lost; names the robot's address."""
+    """A link to a robot could not be made or was lost; names the robot's address.
+    ``reason`` is the short cause (``str()`` is the whole sentence)."""
 
-    def __init__(self, message: str, host: str, port: int) -> None:
+    def __init__(self, message: str, host: str, port: int, reason: str = "") -> None:
         super().__init__(message)
         self.host = host
         self.port = port
+        self.reason = reason or message
 
 
 class RobotUnreachableError(LinkError):
@@ -85,7 +104,12 @@ class SchemaMismatchError(LinkError):
 
 
 class LinkClosedError(LinkError):
-    """The link is closed (by us, by the robot, or by a network error)."""
+    """The link is closed for good (by us, by the robot with reconnecting off, a
+    fatal error, or after giving up)."""
+
+
+class LinkDownError(LinkError):
+    """The link is down and the client is reconnecting: nothing was sent."""
 
 
 class Client:
@@ -103,6 +127,8 @@ class Client:
         command_type: int | str | MessageSpec | None = None,
         on_telemetry: Callable[[PacketView], object] | None = None,
         max_queued_packets: int = 1024,
+        reconnect: ReconnectPolicy | bool = True,
+        on_link_change: Callable[[LinkStatus], object] | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         if keepalive_interval is not None and keepalive_interval <= 0:
@@ -124,9 +150,17 @@ class Client:
             else schema[command_type]
         )
         self.on_telemetry = on_telemetry
+        #: Called from the background thread with the new :class:`LinkStatus` on each change.
+        self.on_link_change = on_link_change
         self.clock = clock
+        if isinstance(reconnect, bool):
+            reconnect = ReconnectPolicy(enabled=reconnect)
+        self.policy = reconnect
         self.remote_hash: int | None = None
+        self._machine = LinkMachine(reconnect)
+        self._changed = threading.Condition()  # guards _machine; notified on each change
         self._sock: socket.socket | None = None
+        self._udp_port = 0  # our UDP source port, kept across reconnects
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._closed_reason: str | None = None
@@ -135,6 +169,7 @@ class Client:
         self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
         self._arrived = threading.Condition()
         self._link = self._new_link()
+        self._earlier_parse_errors = 0
         self._keepalive_packet = encode_packet(self.command_spec, ())
         self.bytes_in = 0
         self.bytes_out = 0
@@ -153,16 +188,34 @@ class Client:
 
     @property
     def connected(self) -> bool:
-        return self._sock is not None and self._closed_reason is None
+        return self._sock is not None and self._machine.state is LinkState.READY
 
     @property
     def closed_reason(self) -> str | None:
-        """Why the link closed (``None`` while it is open or before it was opened)."""
+        """Why the client closed for good (``None`` while open or reconnecting, or before it was opened)."""
         return self._closed_reason
 
     @property
     def parse_errors(self) -> int:
-        return self._link.parser.errors
+        return self._earlier_parse_errors + self._link.parser.errors
+
+    def status(self) -> LinkStatus:
+        """The link's state now: connected, reconnecting (since when, attempts, why) or closed."""
+        with self._changed:
+            return self._machine.status()
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Wait until the link is up (True) or closed for good or ``timeout`` s passed (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while not self.connected:
+                if self._closed_reason is not None:
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._changed.wait(0.5 if left is None else min(left, 0.5))
+            return True
 
     def _new_link(self) -> Connection:
         return Connection(
@@ -174,20 +227,32 @@ class Client:
         )
 
     def connect(self) -> Client:
-        """Connect and handshake; raises :class:`LinkError` subclasses. Returns ``self``."""
-        if self._sock is not None:
+        """Connect and handshake; raises :class:`LinkError` subclasses. Returns ``self``.
+
+        Later losses are the background thread's: it reconnects (see the module docs)."""
+        if self._thread is not None:
             raise RuntimeError("already connected")
         with self._arrived:
             self._received.clear()
-        self._link = self._new_link()
-        sock = self._connect_udp() if self.udp else self._connect_tcp()
-        self._sock = sock
-        self._closed_reason = None
         self._closing.clear()
-        self._last_send = self.clock()
+        self._closed_reason = None
+        with self._changed:
+            self._machine = LinkMachine(self.policy)
+        sock = self._open()
+        now = self.clock()
+        with self._changed:
+            self._sock = sock
+            self._machine.connected(now)
+        self._last_send = now
         self._thread = threading.Thread(target=self._run, name=f"bcnp-client-{self.address}", daemon=True)
         self._thread.start()
         return self
+
+    def _open(self) -> socket.socket:
+        """A new connection with a passed handshake (a fresh link: parser and all)."""
+        self._earlier_parse_errors += self._link.parser.errors
+        self._link = self._new_link()
+        return self._connect_udp() if self.udp else self._connect_tcp()
 
     def _unreachable(self, why: str) -> RobotUnreachableError:
         return RobotUnreachableError(
@@ -195,6 +260,7 @@ class Client:
             "(python -m robotpy sim) or check the robot's address and that its program is running",
             self.host,
             self.port,
+            why,
         )
 
     def _handshake_outcome(self, sock: socket.socket, outcome: HandshakeAccepted | HandshakeRejected) -> None:
@@ -231,15 +297,17 @@ class Client:
                         "(another controller may own the link)",
                         self.host,
                         self.port,
+                        "closed before the handshake",
                     )
                 self.bytes_in += len(chunk)
-                outcome = link.receive_data(chunk, self.clock())
+                outcome = link.receive_data(chunk, self.clock())  # type: ignore[assignment]
         except TimeoutError:
             sock.close()
             raise LinkError(
                 f"the robot at {self.address} sent no handshake within {self.timeout:g} s",
                 self.host,
                 self.port,
+                f"no handshake within {self.timeout:g} s",
             ) from None
         except OSError as exc:
             sock.close()
@@ -257,6 +325,11 @@ class Client:
         except OSError as exc:
             raise self._unreachable(exc.strerror or str(exc)) from None
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if self._udp_port:
+            # The same source as before: a robot that still holds us as its peer
+            # answers our handshake instead of waiting out its idle timeout.
+            with contextlib.suppress(OSError):
+                sock.bind(("", self._udp_port))
         try:
             sock.connect(infos[0][4])
         except OSError as exc:
@@ -295,38 +368,168 @@ class Client:
             raise
         now = self.clock()
         outcome = link.receive_datagram(data, now) if is_handshake_datagram(data) else None
-        self._handshake_outcome(sock, outcome or check_handshake(data, self.schema.hash))
+        if isinstance(outcome, HandshakeAccepted | HandshakeRejected):
+            self._handshake_outcome(sock, outcome)
+        else:
+            self._handshake_outcome(sock, check_handshake(data, self.schema.hash))
         link.accept(now)
         sock.settimeout(None)
+        self._udp_port = sock.getsockname()[1]
         return sock
 
     def close(self) -> None:
         """Close the socket and stop the background thread (idempotent)."""
-        sock = self._sock
-        if sock is None:
+        if self._sock is None and self._thread is None:
             return
         self._closing.set()
-        if self._closed_reason is None:
-            self._closed_reason = "closed by the client"
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+        with self._changed:
+            self._machine.close()
+            if self._closed_reason is None:
+                self._closed_reason = "closed by the client"
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(2.0)
+            thread.join(self.timeout + 2.0)
         with self._send_lock:
-            sock.close()
-            self._sock = None
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
         self._thread = None
-        with self._arrived:
-            self._arrived.notify_all()
+        self._notify()
 
     def __enter__(self) -> Client:
-        if self._sock is None:
+        if self._thread is None:
             self.connect()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- the link's life (background thread) --------------------------------------------
+
+    def _notify(self) -> None:
+        """Wake whoever waits on the link, then tell the user (``on_link_change``)."""
+        with self._changed:
+            self._changed.notify_all()
+            status = self._machine.status()
+        with self._arrived:
+            self._arrived.notify_all()
+        callback = self.on_link_change
+        if callback is not None:
+            try:
+                callback(status)
+            except Exception as exc:  # a broken callback must not kill the link
+                self.callback_errors += 1
+                self.last_callback_error = exc
+
+    def _link_lost(self, reason: str, sock: socket.socket) -> None:
+        """The current connection is gone: tell the machine (it decides between
+        reconnecting and closing for good) and close the socket."""
+        self._mark_lost(reason)
+        self._drop_socket(sock)
+        self._notify()
+
+    def _mark_lost(self, reason: str) -> None:
+        with self._changed:
+            self._machine.lost(self.clock(), reason)
+            if self._machine.state is LinkState.CLOSED and self._closed_reason is None:
+                self._closed_reason = reason
+                self._closing.set()
+
+    def _drop_socket(self, sock: socket.socket) -> None:
+        with self._send_lock:
+            if self._sock is sock:
+                self._sock = None
+            sock.close()
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            sock = self._sock
+            if sock is not None:
+                self._serve(sock)
+                continue
+            now = self.clock()
+            with self._changed:
+                action = self._machine.poll(now)
+            if isinstance(action, Connect):
+                self._notify()
+                self._attempt()
+            elif isinstance(action, GiveUp):
+                with self._changed:
+                    if self._closed_reason is None:
+                        self._closed_reason = action.reason
+                self._closing.set()
+                self._notify()
+            elif not isinstance(action, Disconnect):
+                wait = 0.5 if action.until is None else action.until - now
+                self._closing.wait(min(max(wait, 0.0), 0.5))
+
+    def _attempt(self) -> None:
+        try:
+            sock = self._open()
+        except SchemaMismatchError as exc:
+            with self._changed:
+                self._machine.failed(self.clock(), str(exc), fatal=True)
+        except LinkError as exc:
+            with self._changed:
+                self._machine.failed(self.clock(), exc.reason)
+        else:
+            now = self.clock()
+            with self._send_lock, self._changed:
+                if self._closing.is_set():
+                    sock.close()
+                    return
+                self._sock = sock
+                self._machine.connected(now)
+                self._last_send = now
+        self._notify()
+
+    def _serve(self, sock: socket.socket) -> None:
+        """One connection's receive loop and keepalives, until it is lost or closed."""
+        interval = self.keepalive_interval
+        next_try = 0.0  # when the send lock was busy: don't retry before this
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ)
+            while not self._closing.is_set():
+                now = self.clock()
+                with self._changed:
+                    action = self._machine.poll(now)
+                if isinstance(action, Disconnect):
+                    self._drop_socket(sock)
+                    self._notify()
+                    return
+                if self._machine.state is not LinkState.READY:  # a send found it dead
+                    self._drop_socket(sock)
+                    return
+                wait = 0.5 if action.until is None else max(0.0, action.until - now)  # type: ignore[union-attr]
+                if interval is not None:
+                    wait = min(wait, max(0.0, self._last_send + interval - now, next_try - now))
+                if sel.select(wait):
+                    try:
+                        data = sock.recv(1 << 20)
+                    except (BlockingIOError, InterruptedError):
+                        data = None
+                    except OSError as exc:
+                        if not self._closing.is_set():
+                            self._link_lost(f"receive failed: {exc.strerror or exc}", sock)
+                        return
+                    if data is not None:
+                        if not data:
+                            if not self._closing.is_set():
+                                self._link_lost("closed by the robot", sock)
+                            return
+                        self.bytes_in += len(data)
+                        if self.udp:  # a repeated handshake is answered by the link, not parsed
+                            self._link.receive_datagram(data, self.clock())
+                        else:
+                            self._link.receive_data(data, self.clock())
+                if interval is not None:
+                    now = self.clock()
+                    if now - self._last_send >= interval and now >= next_try and not self._send_keepalive():
+                        next_try = now + interval
 
     # -- sending -----------------------------------------------------------------------
 
@@ -381,7 +584,7 @@ class Client:
             self._send_locked([self._keepalive_packet])
             self.keepalives_sent += 1
         except LinkError:
-            pass  # _lost() has recorded why; the loop ends
+            pass  # _link_lost() has recorded why
         finally:
             self._send_lock.release()
         return True
@@ -394,12 +597,8 @@ class Client:
     def _send_locked(self, packets: list[bytes]) -> None:
         started = self.clock()
         sock = self._sock
-        if sock is None or self._closed_reason is not None:
-            raise LinkClosedError(
-                f"link to {self.address} is closed ({self._closed_reason or 'not connected'})",
-                self.host,
-                self.port,
-            )
+        if sock is None or self._machine.state is not LinkState.READY:
+            raise self._not_sent()
         try:
             if self.udp:
                 for packet in packets:
@@ -412,17 +611,35 @@ class Client:
                 sock.sendall(data)
                 self.bytes_out += len(data)
         except OSError as exc:
-            self._lost(f"send failed: {exc}")
-            raise LinkClosedError(
-                f"link to {self.address} lost while sending: {exc}", self.host, self.port
-            ) from None
+            self._mark_lost(f"send failed: {exc.strerror or exc}")
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # the background thread wakes and takes it from here
+            raise self._not_sent() from None
         self.packets_sent += len(packets)
         self._last_send = started
+
+    def _not_sent(self) -> LinkError:
+        """Why nothing could be sent: closed for good, or down and reconnecting."""
+        if self._closed_reason is not None:
+            return LinkClosedError(
+                f"link to {self.address} is closed ({self._closed_reason})",
+                self.host,
+                self.port,
+                self._closed_reason,
+            )
+        if self._thread is None and self._sock is None:
+            return LinkClosedError(f"link to {self.address} is not connected", self.host, self.port)
+        status = self.status()
+        return LinkDownError(
+            f"link to {self.address} is down, {status.describe(self.clock())}", self.host, self.port
+        )
 
     # -- receiving -----------------------------------------------------------------------
 
     def _on_packet(self, packet: PacketView, now: float) -> None:
         self.telemetry_packets += 1
+        with self._changed:
+            self._machine.heard(now)
         callback = self.on_telemetry
         if callback is not None:
             try:
@@ -438,7 +655,8 @@ class Client:
             self._arrived.notify_all()
 
     def receive(self, timeout: float | None = None) -> PacketView | None:
-        """The next received packet, or ``None`` after ``timeout`` seconds or when closed."""
+        """The next received packet, or ``None`` after ``timeout`` seconds or once closed for good
+        (it keeps waiting while the client reconnects)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._arrived:
             while not self._received:
@@ -457,47 +675,3 @@ class Client:
             if packet is None:
                 return
             yield packet
-
-    def _run(self) -> None:
-        sock = self._sock
-        assert sock is not None
-        sel = selectors.DefaultSelector()
-        sel.register(sock, selectors.EVENT_READ)
-        interval = self.keepalive_interval
-        next_try = 0.0  # when the send lock was busy: don't retry before this
-        try:
-            while not self._closing.is_set():
-                if interval is None:
-                    wait = 0.5
-                else:
-                    wait = max(0.0, self._last_send + interval - self.clock(), next_try - self.clock())
-                if sel.select(wait):
-                    try:
-                        data = sock.recv(1 << 20)
-                    except (BlockingIOError, InterruptedError):
-                        data = None
-                    except OSError as exc:
-                        self._lost(f"receive failed: {exc}")
-                        return
-                    if data is not None:
-                        if not data:
-                            self._lost("closed by the robot")
-                            return
-                        self.bytes_in += len(data)
-                        if self.udp:  # a repeated handshake is answered by the link, not parsed
-                            self._link.receive_datagram(data, self.clock())
-                        else:
-                            self._link.receive_data(data, self.clock())
-                if interval is not None:
-                    now = self.clock()
-                    if now - self._last_send >= interval and now >= next_try and not self._send_keepalive():
-                        next_try = now + interval
-        finally:
-            sel.close()
-
-    def _lost(self, reason: str) -> None:
-        if self._closed_reason is None:
-            self._closed_reason = reason
-        self._closing.set()
-        with self._arrived:
-            self._arrived.notify_all()

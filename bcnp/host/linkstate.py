@@ -1,0 +1,245 @@
+"""A host's view of its link to a robot: a small state machine, no sockets, no clock.
+
+The robot drops a controller whose link is lost (no packet for the link
+timeout: TCP closed, UDP unpaired), restarts, reboots its radio; a host must
+notice, connect and handshake again on its own, and stop trying when trying
+cannot help. :class:`LinkMachine` takes what happened (``connected``,
+``failed``, ``lost``, ``heard``) with ``now`` and answers :meth:`LinkMachine.poll`
+with what to do next: :class:`Connect`, :class:`Disconnect` (the robot went
+silent), :class:`Wait` or :class:`GiveUp`. The socket loop around it
+(:class:`bcnp.host.client.Client`) only performs the answers.
+
+States, after grpc's connectivity states::
+
+    CONNECTING ──connected──► READY ──lost / silent──► BACKOFF ──retry time──► CONNECTING
+         │                                                 │
+         └───failed──► BACKOFF (or CLOSED: fatal, give-up, reconnecting off)
+
+The policy is plain data (:class:`ReconnectPolicy`): backoff doubling from
+``initial_backoff`` to ``max_backoff`` with full jitter (each wait drawn from
+[0, backoff], so hosts that lost the same robot do not retry in lockstep), the
+telemetry silence that counts as a lost link, and how long to keep trying.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass
+
+__all__ = [
+    "Connect",
+    "Disconnect",
+    "GiveUp",
+    "LinkMachine",
+    "LinkState",
+    "LinkStatus",
+    "ReconnectPolicy",
+    "Wait",
+]
+
+
+class LinkState(enum.Enum):
+    CONNECTING = "connecting"  # a connect and handshake under way
+    READY = "connected"  # handshake passed, the link is up
+    BACKOFF = "reconnecting"  # lost; waiting before the next attempt
+    CLOSED = "closed"  # for good: closed by the user, a fatal error, or given up
+
+
+@dataclass(frozen=True)
+class ReconnectPolicy:
+    """When a host reconnects, and when it decides its link is gone."""
+
+    #: ``False``: a lost link closes the client for good (the first loss is final).
+    enabled: bool = True
+    #: First wait after a loss or a failed attempt, doubled after each failure ...
+    initial_backoff: float = 0.1
+    #: ... up to this.
+    max_backoff: float = 1.0
+    #: Each wait is drawn uniformly from [(1 - jitter) * backoff, backoff]: 1 is full jitter.
+    jitter: float = 1.0
+    #: No telemetry for this long on a link that has sent some: the link is lost.
+    #: ``None``: only a closed or reset connection counts (a robot without telemetry).
+    silence_timeout: float | None = 0.5
+    #: Give up after this many seconds without a link; ``None``: keep trying.
+    give_up_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_backoff <= self.max_backoff:
+            raise ValueError("backoff must be 0 < initial_backoff <= max_backoff seconds")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError("jitter must be between 0 and 1")
+        if self.silence_timeout is not None and self.silence_timeout <= 0:
+            raise ValueError("silence_timeout must be > 0 seconds, or None")
+        if self.give_up_after is not None and self.give_up_after < 0:
+            raise ValueError("give_up_after must be >= 0 seconds, or None")
+
+
+@dataclass(frozen=True)
+class Connect:
+    """Open a new connection and handshake; report :meth:`LinkMachine.connected` or ``failed``."""
+
+    attempt: int  # 1 for the first attempt after a loss
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """Close the socket: the robot is silent. The machine already counts the link as lost."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do before ``until`` (``None``: until something happens)."""
+
+    until: float | None
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Stop for good: ``reason`` says why, in a sentence for the user."""
+
+    reason: str
+
+
+Action = Connect | Disconnect | Wait | GiveUp
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """What a user sees of the link at one moment."""
+
+    state: LinkState
+    #: Connections made so far (1 after the first handshake); a new one means the robot's queue is empty.
+    generation: int
+    #: When the robot was last known to be there (last telemetry, or the handshake), while the link is down.
+    lost_since: float | None
+    #: Attempts since the link was lost.
+    attempts: int
+    #: Why the link went, or the last attempt failed.
+    last_error: str
+    #: Links lost since the first connection.
+    losses: int
+
+    @property
+    def connected(self) -> bool:
+        return self.state is LinkState.READY
+
+    def describe(self, now: float) -> str:
+        """One line: ``connected``, ``reconnecting (lost 1.2 s ago, attempt 3): why``, ..."""
+        if self.state is LinkState.READY:
+            return "connected"
+        parts = []
+        if self.lost_since is not None:
+            parts.append(f"lost {now - self.lost_since:.1f} s ago")
+        if self.attempts:
+            parts.append(f"attempt {self.attempts}")
+        detail = f" ({', '.join(parts)})" if parts else ""
+        why = f": {self.last_error}" if self.last_error else ""
+        return f"{self.state.value}{detail}{why}"
+
+
+class LinkMachine:
+    """The host's link life (see the module docs). Not thread-safe: one owner calls it."""
+
+    def __init__(self, policy: ReconnectPolicy | None = None, rng: random.Random | None = None) -> None:
+        self.policy = policy if policy is not None else ReconnectPolicy()
+        self._rng = rng if rng is not None else random.Random()
+        self.state = LinkState.CONNECTING
+        self.generation = 0
+        self.losses = 0
+        self.attempts = 0
+        self.last_error = ""
+        self.lost_since: float | None = None
+        self._last_heard: float | None = None
+        self._heard_telemetry = False
+        self._backoff = self.policy.initial_backoff
+        self._retry_at = 0.0
+
+    # -- what happened ---------------------------------------------------------------------
+
+    def connecting(self) -> None:
+        """An attempt starts (the owner performs :class:`Connect`)."""
+        self.state = LinkState.CONNECTING
+
+    def connected(self, now: float) -> None:
+        """The handshake passed: the link is up, with a new (empty) queue on the robot."""
+        self.state = LinkState.READY
+        self.generation += 1
+        self.attempts = 0
+        self.lost_since = None
+        self._last_heard = now
+        self._heard_telemetry = False
+        self._backoff = self.policy.initial_backoff
+
+    def heard(self, now: float) -> None:
+        """Telemetry arrived: the robot is there."""
+        self._last_heard = now
+        self._heard_telemetry = True
+
+    def lost(self, now: float, reason: str) -> None:
+        """The connection closed, reset or failed to send."""
+        if self.state is not LinkState.READY:
+            return
+        self.losses += 1
+        self.last_error = reason
+        self.lost_since = self._last_heard if self._last_heard is not None else now
+        if not self.policy.enabled:
+            self.state = LinkState.CLOSED
+            return
+        self.state = LinkState.BACKOFF
+        self._retry_at = now  # the first attempt goes at once: the robot may be back already
+
+    def failed(self, now: float, reason: str, *, fatal: bool = False) -> None:
+        """An attempt failed; ``fatal`` (schema mismatch, an address that cannot work) ends it."""
+        self.last_error = reason
+        if fatal or not self.policy.enabled:
+            self.state = LinkState.CLOSED
+            return
+        self.state = LinkState.BACKOFF
+        low = self._backoff * (1 - self.policy.jitter)
+        self._retry_at = now + self._rng.uniform(low, self._backoff)
+        self._backoff = min(self._backoff * 2, self.policy.max_backoff)
+
+    def close(self, reason: str = "closed by the client") -> None:
+        if self.state is not LinkState.CLOSED:
+            self.state = LinkState.CLOSED
+            self.last_error = reason
+
+    # -- what to do ------------------------------------------------------------------------
+
+    def poll(self, now: float) -> Action:
+        state = self.state
+        if state is LinkState.READY:
+            silence = self.policy.silence_timeout
+            heard = self._last_heard
+            if silence is None or heard is None or not self._heard_telemetry:
+                return Wait(None)  # a robot that sends no telemetry is not judged by it
+            if now - heard > silence:
+                self.lost(now, f"no telemetry for {now - heard:.1f} s")
+                return Disconnect(self.last_error)
+            return Wait(heard + silence)
+        if state is LinkState.CLOSED:
+            return GiveUp(self.last_error or "closed")
+        limit = self.policy.give_up_after
+        if limit is not None and self.lost_since is not None and now - self.lost_since >= limit:
+            self.state = LinkState.CLOSED
+            down = now - self.lost_since
+            self.last_error = f"no link for {down:.1f} s (gave up after {limit:g} s): {self.last_error}"
+            return GiveUp(self.last_error)
+        if state is LinkState.BACKOFF and now >= self._retry_at:
+            self.attempts += 1
+            self.state = LinkState.CONNECTING
+            return Connect(self.attempts)
+        if state is LinkState.CONNECTING:
+            return Wait(None)
+        until = self._retry_at
+        if limit is not None and self.lost_since is not None:
+            until = min(until, self.lost_since + limit)
+        return Wait(until)
+
+    def status(self) -> LinkStatus:
+        return LinkStatus(
+            self.state, self.generation, self.lost_since, self.attempts, self.last_error, self.losses
+        )
