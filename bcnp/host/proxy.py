@@ -1,0 +1,1102 @@
+"""A network fault proxy in user space: rehearse a bad field network with real sockets.
+
+:class:`Proxy` listens on a local port for TCP and/or UDP and forwards to a
+target (a robot, or the simulator). On the way it can add latency and jitter,
+cap the bandwidth, lose, duplicate or reorder UDP datagrams, cut the link for a
+while (a partition) and abort every connection (a reset): directly, through
+:meth:`Proxy.partition`, :meth:`Proxy.reset`, :meth:`Proxy.set_faults`, or from a
+script of timed events. Random faults come from generators seeded with ``seed``,
+so a run can be repeated; all timing follows the injectable ``clock``.
+
+*Up* is client to target (towards the robot), *down* target to client; each
+direction has its own :class:`Faults`.
+
+* TCP: each accepted client gets its own upstream connection (refused: the
+  client is reset at once). Bytes keep their order: a chunk is delivered at the
+  later of the previous chunk's time and its own arrival plus delay. During a
+  partition, bytes and closes in both directions are held and delivered at once,
+  in order, when it ends, as TCP retransmission does after a radio fade; a client
+  that connects meanwhile is accepted and connected upstream when it ends.
+* UDP: each client source address gets its own upstream socket, so the target
+  sees one peer per client; each datagram gets its own delay (jitter may reorder
+  them). During a partition datagrams are dropped, or held with ``udp_hold``.
+* A reset aborts every TCP connection on both sides (RST), drops what a
+  partition holds and forgets the UDP clients (their next datagram gets a new
+  upstream socket), as a robot program restart or a radio reboot does.
+* The bandwidth cap delays each chunk or datagram until the link has sent
+  the bytes before it (payload bytes; TCP and UDP of one direction share it).
+
+One background thread serves everything: a selector for the sockets and a heap
+of scheduled deliveries. ``python -m bcnp proxy`` is its command line
+(:func:`add_proxy_parser`, :func:`run_proxy`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import heapq
+import itertools
+import math
+import os
+import random
+import re
+import selectors
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
+from ipaddress import ip_address
+from typing import Any, Literal
+
+from ..defaults import PORT
+
+__all__ = [
+    "Event",
+    "Faults",
+    "Heal",
+    "Partition",
+    "Proxy",
+    "ProxyCounters",
+    "Reset",
+    "SetFaults",
+    "add_proxy_parser",
+    "parse_duration",
+    "parse_probability",
+    "parse_rate",
+    "run_proxy",
+]
+
+Direction = Literal["up", "down"]
+Address = tuple[Any, ...]
+
+_RECV_SIZE = 64 * 1024
+#: Bytes one TCP direction may have read and not yet delivered before its source is paused.
+_PIPE_LIMIT = 1 << 20
+#: Datagrams read from one socket per wake-up, so one busy socket cannot starve the rest.
+_UDP_BURST = 64
+#: What a non-blocking connect returns while it goes on (10035: WSAEWOULDBLOCK).
+_CONNECTING = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, 10035}
+_LINGER_RST = struct.pack("HH" if os.name == "nt" else "ii", 1, 0)
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The faults of one direction: seconds, bits per second, probabilities 0..1."""
+
+    latency: float = 0.0  # delay added to every chunk or datagram
+    jitter: float = 0.0  # plus or minus this, uniform, drawn per chunk or datagram
+    bandwidth: float | None = None  # bits/s of payload; None: unlimited
+    loss: float = 0.0  # UDP: a datagram is dropped
+    duplicate: float = 0.0  # UDP: a datagram is delivered twice
+    reorder: float = 0.0  # UDP: a datagram is held back by reorder_delay, so the next overtakes it
+    reorder_delay: float = 0.005
+
+    def __post_init__(self) -> None:
+        for name in ("latency", "jitter", "reorder_delay"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be >= 0 seconds, got {value}")
+        if self.bandwidth is not None and not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"bandwidth must be > 0 bits/s (or None), got {self.bandwidth}")
+        for name in ("loss", "duplicate", "reorder"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be a probability from 0 to 1, got {getattr(self, name)}")
+
+    def describe(self) -> str:
+        """One line for people: ``"latency 5 ms ± 3 ms, bandwidth 7 Mbit/s, loss 1%"``."""
+        parts = []
+        if self.latency or self.jitter:
+            jitter = f" ± {self.jitter * 1e3:g} ms" if self.jitter else ""
+            parts.append(f"latency {self.latency * 1e3:g} ms{jitter}")
+        if self.bandwidth is not None:
+            parts.append(f"bandwidth {self.bandwidth / 1e6:g} Mbit/s")
+        for name in ("loss", "duplicate", "reorder"):
+            if getattr(self, name):
+                parts.append(f"{name} {getattr(self, name) * 100:g}%")
+        return ", ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Cut the link for ``seconds``, or until :class:`Heal` when ``None``."""
+
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.seconds is not None and not self.seconds >= 0:
+            raise ValueError(f"a partition lasts >= 0 seconds (or None: until healed), got {self.seconds}")
+
+
+@dataclass(frozen=True)
+class Heal:
+    """End a partition: held bytes are delivered at once, in order."""
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Abort every TCP connection on both sides (RST), drop held data, forget the UDP clients."""
+
+
+@dataclass(frozen=True)
+class SetFaults(Faults):
+    """Replace the faults of ``direction`` with these (fields left out: no fault)."""
+
+    direction: Literal["both", "up", "down"] = "both"
+
+
+Event = Partition | Heal | Reset | SetFaults
+
+
+@dataclass(slots=True)
+class ProxyCounters:
+    """What a proxy has counted since it started; ``tcp_open``, ``udp_clients`` and ``bytes_held`` are now."""
+
+    tcp_accepted: int = 0  # client connections accepted
+    tcp_open: int = 0  # client connections open
+    upstream_refused: int = 0  # upstream connects refused or failed: the client was reset
+    peer_errors: int = 0  # a peer reset or vanished (read, write, accept), or the target refused a datagram
+    bytes_from_clients: int = 0  # payload read from clients, TCP and UDP
+    bytes_to_target: int = 0  # payload delivered to the target
+    bytes_from_target: int = 0
+    bytes_to_clients: int = 0
+    udp_received: int = 0  # datagrams read, either side
+    udp_forwarded: int = 0  # datagrams delivered, duplicates included
+    udp_dropped: int = 0  # lost on purpose, cut by a partition or reset, or refused by the OS
+    udp_duplicated: int = 0
+    udp_reordered: int = 0
+    udp_clients: int = 0  # client source addresses with an upstream socket
+    partitions: int = 0  # partitions started
+    resets: int = 0
+    bytes_held: int = 0  # held by the partition in force
+    internal_errors: int = 0  # unexpected exceptions caught in the proxy's thread
+
+
+class _Pipe:
+    """One direction of one TCP connection."""
+
+    def __init__(self, direction: Direction) -> None:
+        self.direction: Direction = direction
+        self.out = bytearray()  # due, waiting for the destination socket to take it
+        self.pending = 0  # read and not yet written: scheduled, held or in ``out``
+        self.last_due = -math.inf  # chunks leave in order
+        self.eof_read = False  # the source closed or reset: read no more
+        self.end: str | None = None  # "eof" or "reset", passed on after the last byte
+        self.done = False  # the end was passed on
+
+    def readable(self) -> bool:
+        """Whether to read more from the source: not ended, and not too far ahead of the destination."""
+        return not self.eof_read and self.pending < _PIPE_LIMIT
+
+
+class _Conn:
+    def __init__(self, client: socket.socket, peer: str) -> None:
+        self.client = client
+        self.peer = peer
+        self.upstream: socket.socket | None = None
+        self.connecting = False
+        self.closed = False
+        self.up, self.down = _Pipe("up"), _Pipe("down")
+
+    def ends(self, pipe: _Pipe) -> tuple[socket.socket | None, socket.socket | None]:
+        """(source, destination) of ``pipe``."""
+        return (self.client, self.upstream) if pipe is self.up else (self.upstream, self.client)
+
+
+@dataclass(eq=False)
+class _UdpPeer:
+    client: Address
+    sock: socket.socket
+    last_seen: float
+    closed: bool = False
+
+
+@dataclass(eq=False)
+class _Chunk:
+    conn: _Conn
+    pipe: _Pipe
+    data: bytes
+    end: str | None = None
+
+
+@dataclass(eq=False)
+class _Datagram:
+    peer: _UdpPeer
+    direction: Direction
+    data: bytes
+
+
+def _plain(faults: Faults) -> Faults:
+    """The :class:`Faults` part of a :class:`SetFaults`."""
+    return Faults(**{f.name: getattr(faults, f.name) for f in fields(Faults)})
+
+
+def _address_text(address: Address) -> str:
+    host = str(address[0])
+    return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+
+
+def _resolve(host: str, port: int, kind: int, passive: bool = False) -> tuple[int, Address]:
+    try:
+        info = socket.getaddrinfo(host, port, type=kind, flags=socket.AI_PASSIVE if passive else 0)
+    except OSError as exc:
+        raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from None
+    return info[0][0], info[0][4]
+
+
+def _bound(kind: int, host: str, port: int) -> socket.socket:
+    """A non-blocking socket bound to ``host:port`` (TCP: listening)."""
+    family, address = _resolve(host, port, kind, passive=True)
+    sock = socket.socket(family, kind)
+    try:
+        if kind == socket.SOCK_STREAM and os.name != "nt":  # a restart may reuse the port at once
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        if kind == socket.SOCK_STREAM:
+            sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        protocol = "tcp" if kind == socket.SOCK_STREAM else "udp"
+        raise OSError(
+            f"cannot listen on {_address_text((host, port))} ({protocol}): {exc.strerror or exc}"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+class Proxy:
+    """Forwards ``listen`` to ``target`` through faults; see the module's description.
+
+    ``faults`` applies to both directions, ``up``/``down`` replace it for one.
+    ``script`` lists ``(seconds after start, event)``. ``on_event(seconds after
+    start, message)`` is called from the proxy's thread for each thing that
+    happens to a link or connection. The thread waits at most ``poll_interval``
+    wall seconds between looks at the clock (default: 1 s with the real clock,
+    5 ms with an injected one, whose moves it cannot see); :meth:`wake` makes
+    it look now.
+    """
+
+    def __init__(
+        self,
+        target: tuple[str, int],
+        listen: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        tcp: bool = True,
+        udp: bool = True,
+        faults: Faults | None = None,
+        up: Faults | None = None,
+        down: Faults | None = None,
+        udp_hold: bool = False,
+        seed: int | None = None,
+        script: Iterable[tuple[float, Event]] = (),
+        clock: Callable[[], float] = time.monotonic,
+        poll_interval: float | None = None,
+        udp_idle_timeout: float = 60.0,
+        on_event: Callable[[float, str], object] | None = None,
+    ) -> None:
+        if not (tcp or udp):
+            raise ValueError("nothing to forward: enable tcp, udp or both")
+        self.target, self.listen = target, listen
+        self._protocols = (tcp, udp)
+        base = faults if faults is not None else Faults()
+        self._faults: dict[Direction, Faults] = {"up": up or base, "down": down or base}
+        self._rng = {d: random.Random(None if seed is None else f"{seed}/{d}") for d in ("up", "down")}
+        self._script = sorted(script, key=lambda item: item[0])
+        if any(at < 0 or not isinstance(ev, Event) for at, ev in self._script):
+            raise ValueError("script: each item must be (seconds >= 0, Partition | Heal | Reset | SetFaults)")
+        self._udp_hold, self._udp_idle = udp_hold, udp_idle_timeout
+        self._clock, self._on_event = clock, on_event
+        default_wait = 1.0 if clock is time.monotonic else 0.005
+        self._max_wait = default_wait if poll_interval is None else poll_interval
+        self._lock = threading.RLock()
+        self._counters = ProxyCounters()
+        self._heap: list[tuple[float, int, _Chunk | _Datagram]] = []
+        self._seq = itertools.count()
+        self._held: list[_Chunk | _Datagram] = []
+        self._partitioned = False
+        self._partition_until: float | None = None
+        self._conns: set[_Conn] = set()
+        self._awaiting: list[_Conn] = []  # accepted during a partition: connected when it ends
+        self._udp_peers: dict[Address, _UdpPeer] = {}
+        self._link_free = {"up": 0.0, "down": 0.0}
+        self._sel: selectors.BaseSelector | None = None
+        self._tcp: socket.socket | None = None
+        self._udp: socket.socket | None = None
+        self._waker: tuple[socket.socket, socket.socket] | None = None
+        self._target_tcp: tuple[int, Address] = (0, ())
+        self._target_udp: tuple[int, Address] = (0, ())
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._t0 = self._now = 0.0
+        self._script_pos = 0
+        self._timeout = 0.0
+        self.tcp_port = 0  # the bound ports once started; 0: not listening
+        self.udp_port = 0
+
+    # -- public ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the listening sockets (``OSError`` with a clear message if not) and start the thread."""
+        if self._thread is not None or self._stopping:
+            raise RuntimeError("a proxy starts once")
+        try:
+            self._open()
+        except BaseException:
+            self._close_all()
+            raise
+        self._t0 = self._now = self._clock()
+        self._thread = threading.Thread(target=self._run, name="bcnp-proxy", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Close every socket and join the thread; safe to call again."""
+        self._stopping = True
+        thread = self._thread
+        if thread is None:
+            with self._lock:
+                self._close_all()
+            return
+        self.wake()
+        if thread is not threading.current_thread():
+            thread.join()
+
+    def __enter__(self) -> Proxy:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wake(self) -> None:
+        """Make the thread look at the clock now (an injected clock moved)."""
+        if self._waker is not None:
+            with contextlib.suppress(OSError):
+                self._waker[1].send(b"\0")
+
+    def partition(self, seconds: float | None = None) -> None:
+        """Cut the link now, for ``seconds`` or until :meth:`heal`."""
+        self.apply(Partition(seconds))
+
+    def heal(self) -> None:
+        self.apply(Heal())
+
+    def reset(self) -> None:
+        self.apply(Reset())
+
+    def set_faults(self, faults: Faults, direction: Literal["both", "up", "down"] = "both") -> None:
+        """Faults for what arrives from now on (what is scheduled keeps its time)."""
+        self.apply(SetFaults(**vars(_plain(faults)), direction=direction))
+
+    def apply(self, event: Event) -> None:
+        """Apply one event now; it has taken effect when this returns."""
+        with self._lock:
+            self._now = self._clock()
+            self._apply(event, self._now)
+        self.wake()
+
+    def counters(self) -> ProxyCounters:
+        with self._lock:
+            return replace(self._counters)
+
+    def faults(self, direction: Direction) -> Faults:
+        with self._lock:
+            return self._faults[direction]
+
+    @property
+    def partitioned(self) -> bool:
+        return self._partitioned
+
+    # -- the thread -----------------------------------------------------------------
+
+    def _open(self) -> None:
+        host, port = self.listen
+        self._target_tcp = _resolve(*self.target, socket.SOCK_STREAM)
+        self._target_udp = _resolve(*self.target, socket.SOCK_DGRAM)
+        self._sel = selectors.DefaultSelector()
+        self._waker = socket.socketpair()
+        for s in self._waker:
+            s.setblocking(False)
+        self._sel.register(self._waker[0], _READ, ("waker", self._waker[0]))
+        if self._protocols[0]:
+            self._tcp = _bound(socket.SOCK_STREAM, host, port)
+            self.tcp_port = self._tcp.getsockname()[1]
+            self._sel.register(self._tcp, _READ, ("accept", None))
+        if self._protocols[1]:
+            if port == 0 and self.tcp_port:  # BCNP uses one port number for both: the TCP one if free
+                with contextlib.suppress(OSError):
+                    self._udp = _bound(socket.SOCK_DGRAM, host, self.tcp_port)
+            self._udp = self._udp or _bound(socket.SOCK_DGRAM, host, port)
+            self.udp_port = self._udp.getsockname()[1]
+            self._sel.register(self._udp, _READ, ("udp", None))
+        target_host, target_port = self._target_tcp[1][:2]
+        if target_port in (self.tcp_port, self.udp_port) and (
+            ip_address(target_host).is_loopback or target_host == self._bound_host()
+        ):
+            raise OSError(f"the target {_address_text(self.target)} is this proxy: give another port")
+
+    def _bound_host(self) -> str:
+        sock = self._tcp or self._udp
+        return str(sock.getsockname()[0]) if sock is not None else ""
+
+    def _run(self) -> None:
+        assert self._sel is not None
+        try:
+            while True:
+                try:
+                    ready = self._sel.select(self._timeout)
+                except (OSError, ValueError):  # a socket closed by another thread mid-select
+                    ready = []
+                with self._lock:
+                    if self._stopping:
+                        break
+                    self._now = now = self._clock()  # once per wake-up: every rule sees one time
+                    self._step(ready, now)
+        finally:
+            with self._lock:
+                self._close_all()
+
+    def _step(self, ready: list[tuple[selectors.SelectorKey, int]], now: float) -> None:
+        while self._script_pos < len(self._script) and self._t0 + self._script[self._script_pos][0] <= now:
+            at, event = self._script[self._script_pos]
+            self._script_pos += 1
+            self._guard(self._apply, event, self._t0 + at)
+        if self._partition_until is not None and now >= self._partition_until:
+            self._guard(self._heal)
+        for key, mask in ready:
+            self._guard(self._handle, key, mask, now)
+        while self._heap and self._heap[0][0] <= now:
+            self._guard(self._route, heapq.heappop(self._heap)[2])
+        due = [self._heap[0][0]] if self._heap else []
+        if self._script_pos < len(self._script):
+            due.append(self._t0 + self._script[self._script_pos][0])
+        if self._partition_until is not None:
+            due.append(self._partition_until)
+        self._timeout = min(self._max_wait, max(0.0, min(due) - now)) if due else self._max_wait
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # counted and reported: the thread must go on
+            self._counters.internal_errors += 1
+            self._event(f"internal error: {exc!r}")
+
+    def _event(self, message: str) -> None:
+        if self._on_event is not None:
+            with contextlib.suppress(Exception):
+                self._on_event(self._now - self._t0, message)
+
+    def _handle(self, key: selectors.SelectorKey, mask: int, now: float) -> None:
+        kind, obj = key.data
+        if kind == "waker":
+            with contextlib.suppress(OSError):
+                while obj.recv(4096):
+                    pass
+        elif kind == "accept":
+            self._accept()
+        elif kind == "udp":
+            self._from_clients(now)
+        elif kind == "udp-peer":
+            self._from_target(obj, now)
+        elif not obj.closed:
+            conn: _Conn = obj
+            if kind == "upstream" and conn.connecting:
+                self._connected(conn)
+                return
+            read, write = (conn.up, conn.down) if kind == "client" else (conn.down, conn.up)
+            if mask & _WRITE:
+                self._flush(conn, write)
+            if mask & _READ and not conn.closed:
+                self._read(conn, read, now)
+
+    def _apply(self, event: Event, at: float) -> None:
+        if isinstance(event, Partition):
+            self._partition(at, event.seconds)
+        elif isinstance(event, Heal):
+            self._heal()
+        elif isinstance(event, Reset):
+            self._reset()
+        else:
+            directions: tuple[Direction, ...] = (
+                ("up", "down") if event.direction == "both" else (event.direction,)
+            )
+            for d in directions:
+                self._faults[d] = _plain(event)
+            self._event(f"faults {event.direction}: {event.describe()}")
+
+    # -- partitions and resets ------------------------------------------------------
+
+    def _partition(self, at: float, seconds: float | None) -> None:
+        until = None if seconds is None else at + seconds
+        if self._partitioned:  # already cut: the later end wins, never shorter
+            if self._partition_until is not None:
+                self._partition_until = None if until is None else max(self._partition_until, until)
+            return
+        self._partitioned, self._partition_until = True, until
+        self._counters.partitions += 1
+        length = "" if seconds is None else f" for {seconds:g} s"
+        self._event(f"link drop{length}: tcp held, udp {'held' if self._udp_hold else 'dropped'}")
+
+    def _heal(self) -> None:
+        if not self._partitioned:
+            return
+        self._partitioned, self._partition_until = False, None
+        held, self._held = self._held, []
+        released, self._counters.bytes_held = self._counters.bytes_held, 0
+        awaiting, self._awaiting = self._awaiting, []
+        for conn in awaiting:
+            if not conn.closed:
+                self._connect_upstream(conn)
+        for item in held:
+            self._guard(self._deliver, item)
+        self._event(f"link back: {released} held bytes released")
+
+    def _reset(self) -> None:
+        self._counters.resets += 1
+        conns = list(self._conns)
+        for conn in conns:
+            self._abort(conn)
+        self._awaiting.clear()
+        self._counters.udp_dropped += sum(isinstance(item, _Datagram) for item in self._held)
+        self._held.clear()
+        self._counters.bytes_held = 0
+        peers = len(self._udp_peers)
+        for peer in self._udp_peers.values():
+            self._close_peer(peer)
+        self._udp_peers.clear()
+        self._counters.udp_clients = 0
+        self._event(f"reset: {len(conns)} tcp connection(s) aborted, {peers} udp client(s) forgotten")
+
+    def _route(self, item: _Chunk | _Datagram) -> None:
+        """A scheduled item is due: delivered, or held or dropped by a partition."""
+        if not self._partitioned:
+            self._deliver(item)
+        elif isinstance(item, _Datagram) and not self._udp_hold:
+            self._counters.udp_dropped += 1
+        elif not (isinstance(item, _Chunk) and item.conn.closed):
+            self._held.append(item)
+            self._counters.bytes_held += len(item.data)
+
+    def _deliver(self, item: _Chunk | _Datagram) -> None:
+        if isinstance(item, _Chunk):
+            if item.conn.closed:
+                return
+            if item.end is not None:
+                item.pipe.end = item.end
+            item.pipe.out += item.data
+            self._flush(item.conn, item.pipe)
+            return
+        peer = item.peer
+        try:
+            if peer.closed:
+                raise OSError("forgotten by a reset")
+            if item.direction == "up":
+                peer.sock.send(item.data)
+            else:
+                assert self._udp is not None
+                self._udp.sendto(item.data, peer.client)
+        except OSError:
+            self._counters.udp_dropped += 1
+            return
+        self._counters.udp_forwarded += 1
+        self._count_out(item.direction, len(item.data))
+
+    def _due(self, direction: Direction, size: int, now: float) -> float:
+        """When something of ``size`` bytes arriving ``now`` reaches the other side."""
+        faults = self._faults[direction]
+        sent = now
+        if faults.bandwidth is not None and size:
+            sent = max(now, self._link_free[direction]) + size * 8 / faults.bandwidth
+            self._link_free[direction] = sent
+        delay = faults.latency
+        if faults.jitter:
+            delay += self._rng[direction].uniform(-faults.jitter, faults.jitter)
+        return sent + max(0.0, delay)
+
+    def _push(self, due: float, item: _Chunk | _Datagram) -> None:
+        heapq.heappush(self._heap, (due, next(self._seq), item))
+
+    def _count_out(self, direction: Direction, size: int) -> None:
+        if direction == "up":
+            self._counters.bytes_to_target += size
+        else:
+            self._counters.bytes_to_clients += size
+
+    def _count_in(self, direction: Direction, size: int) -> None:
+        if direction == "up":
+            self._counters.bytes_from_clients += size
+        else:
+            self._counters.bytes_from_target += size
+
+    # -- TCP --------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._tcp is not None
+        for _ in range(16):
+            try:
+                client, address = self._tcp.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the client gave up before we took it, or we are out of descriptors
+                self._counters.peer_errors += 1
+                return
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(client, _address_text(address))
+            self._conns.add(conn)
+            self._counters.tcp_accepted += 1
+            self._counters.tcp_open = len(self._conns)
+            self._event(f"tcp {conn.peer} connected ({len(self._conns)} open)")
+            if self._partitioned:
+                self._awaiting.append(conn)
+            else:
+                self._connect_upstream(conn)
+            self._update(conn)
+
+    def _connect_upstream(self, conn: _Conn) -> None:
+        family, address = self._target_tcp
+        conn.upstream = sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        error = sock.connect_ex(address)
+        if error not in _CONNECTING:
+            self._refused(conn, error)
+            return
+        conn.connecting = True  # finished (or failed) when the socket turns writable
+        self._update(conn)
+
+    def _connected(self, conn: _Conn) -> None:
+        assert conn.upstream is not None
+        error = conn.upstream.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            self._refused(conn, error)
+            return
+        conn.connecting = False
+        self._flush(conn, conn.up)
+
+    def _refused(self, conn: _Conn, error: int) -> None:
+        self._counters.upstream_refused += 1
+        target = _address_text(self.target)
+        self._abort(conn, f"upstream {target}: {os.strerror(error)}; client reset")
+
+    def _read(self, conn: _Conn, pipe: _Pipe, now: float) -> None:
+        source = conn.ends(pipe)[0]
+        if source is None or pipe.eof_read:
+            return
+        data: bytes | None
+        try:
+            data = source.recv(_RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = None  # reset by the peer
+        end = None
+        if data:
+            pipe.pending += len(data)
+            self._count_in(pipe.direction, len(data))
+        else:
+            pipe.eof_read = True
+            end = "eof" if data == b"" else "reset"
+            self._counters.peer_errors += data is None
+        due = max(self._due(pipe.direction, len(data or b""), now), pipe.last_due)
+        pipe.last_due = due
+        self._push(due, _Chunk(conn, pipe, data or b"", end))
+        self._update(conn)
+
+    def _flush(self, conn: _Conn, pipe: _Pipe) -> None:
+        """Write what is due to the destination, then pass on its end."""
+        target = conn.ends(pipe)[1]
+        if target is None or (pipe is conn.up and conn.connecting):
+            self._update(conn)
+            return
+        while pipe.out:
+            try:
+                sent = target.send(pipe.out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._counters.peer_errors += 1
+                side = "target" if pipe is conn.up else "client"
+                self._abort(conn, f"{side} gone ({exc.strerror or exc}); other side reset")
+                return
+            del pipe.out[:sent]
+            pipe.pending -= sent
+            self._count_out(pipe.direction, sent)
+        if not pipe.out and pipe.end is not None and not pipe.done:
+            if pipe.end == "reset":
+                side = "client" if pipe is conn.up else "target"
+                self._abort(conn, f"{side} reset the connection; passed on")
+                return
+            with contextlib.suppress(OSError):
+                target.shutdown(socket.SHUT_WR)
+            pipe.done = True
+            if conn.up.done and conn.down.done:
+                self._close(conn, rst=False)
+                self._event(f"tcp {conn.peer} closed ({len(self._conns)} open)")
+                return
+        self._update(conn)
+
+    def _update(self, conn: _Conn) -> None:
+        """Watch each socket of ``conn`` for what it can do next."""
+        if conn.closed:
+            return
+        self._watch(conn.client, _READ * conn.up.readable() | _WRITE * bool(conn.down.out), ("client", conn))
+        if conn.upstream is not None:
+            events = _WRITE if conn.connecting else _READ * conn.down.readable() | _WRITE * bool(conn.up.out)
+            self._watch(conn.upstream, events, ("upstream", conn))
+
+    def _watch(self, sock: socket.socket, events: int, data: tuple[str, object]) -> None:
+        assert self._sel is not None
+        try:
+            key = self._sel.get_key(sock)
+        except KeyError:
+            if events:
+                self._sel.register(sock, events, data)
+            return
+        if not events:
+            self._sel.unregister(sock)
+        elif key.events != events:
+            self._sel.modify(sock, events, data)
+
+    def _abort(self, conn: _Conn, reason: str = "") -> None:
+        """Close both sides with RST and forget what the connection had held."""
+        if conn.closed:
+            return
+        self._close(conn, rst=True)
+        if any(isinstance(item, _Chunk) and item.conn is conn for item in self._held):
+            self._held = [i for i in self._held if not (isinstance(i, _Chunk) and i.conn is conn)]
+            self._counters.bytes_held = sum(len(i.data) for i in self._held)
+        if reason:
+            self._event(f"tcp {conn.peer}: {reason} ({len(self._conns)} open)")
+
+    def _close(self, conn: _Conn, rst: bool) -> None:
+        conn.closed = True
+        for sock in (conn.client, conn.upstream):
+            if sock is not None:
+                self._discard(sock, rst)
+        self._conns.discard(conn)
+        self._counters.tcp_open = len(self._conns)
+
+    def _discard(self, sock: socket.socket, rst: bool = False) -> None:
+        if self._sel is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(sock)
+        if rst:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
+        sock.close()
+
+    # -- UDP --------------------------------------------------------------------------
+
+    def _from_clients(self, now: float) -> None:
+        assert self._udp is not None
+        for _ in range(_UDP_BURST):
+            try:
+                data, address = self._udp.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # Windows reports an earlier ICMP error here
+                continue
+            peer = self._udp_peers.get(address) or self._new_peer(address, now)
+            if peer is not None:
+                self._datagram(peer, "up", data, now)
+
+    def _from_target(self, peer: _UdpPeer, now: float) -> None:
+        for _ in range(_UDP_BURST if not peer.closed else 0):
+            try:
+                data = peer.sock.recv(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # ICMP port unreachable: nothing listens at the target
+                self._counters.peer_errors += 1
+                continue
+            self._datagram(peer, "down", data, now)
+
+    def _new_peer(self, address: Address, now: float) -> _UdpPeer | None:
+        assert self._sel is not None
+        for old in [p for p in self._udp_peers.values() if now - p.last_seen > self._udp_idle]:
+            self._close_peer(old)
+            del self._udp_peers[old.client]
+        family, target = self._target_udp
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            sock.connect(target)  # replies come from the target only
+        except OSError as exc:
+            sock.close()
+            self._counters.udp_dropped += 1
+            self._event(f"udp {_address_text(address)}: cannot reach the target ({exc.strerror or exc})")
+            return None
+        peer = self._udp_peers[address] = _UdpPeer(address, sock, now)
+        self._sel.register(sock, _READ, ("udp-peer", peer))
+        self._counters.udp_clients = len(self._udp_peers)
+        port = sock.getsockname()[1]
+        self._event(
+            f"udp {_address_text(address)} new client, upstream port {port} ({len(self._udp_peers)} clients)"
+        )
+        return peer
+
+    def _close_peer(self, peer: _UdpPeer) -> None:
+        peer.closed = True
+        self._discard(peer.sock)
+
+    def _datagram(self, peer: _UdpPeer, direction: Direction, data: bytes, now: float) -> None:
+        peer.last_seen = now
+        self._counters.udp_received += 1
+        self._count_in(direction, len(data))
+        faults, rng = self._faults[direction], self._rng[direction]
+        if (self._partitioned and not self._udp_hold) or (faults.loss and rng.random() < faults.loss):
+            self._counters.udp_dropped += 1
+            return
+        copies = 1
+        if faults.duplicate and rng.random() < faults.duplicate:
+            copies = 2
+            self._counters.udp_duplicated += 1
+        for _ in range(copies):
+            due = self._due(direction, len(data), now)
+            if faults.reorder and rng.random() < faults.reorder:
+                due += faults.reorder_delay
+                self._counters.udp_reordered += 1
+            self._push(due, _Datagram(peer, direction, data))
+
+    def _close_all(self) -> None:
+        for conn in list(self._conns):
+            self._close(conn, rst=True)
+        for peer in self._udp_peers.values():
+            self._close_peer(peer)
+        self._udp_peers.clear()
+        self._counters.udp_clients = 0
+        self._heap.clear()
+        self._held.clear()
+        self._awaiting.clear()
+        self._counters.bytes_held = 0
+        for sock in (self._tcp, self._udp, *(self._waker or ())):
+            if sock is not None:
+                self._discard(sock)
+        if self._sel is not None:
+            self._sel.close()
+            self._sel = None
+
+
+# -- the command line ---------------------------------------------------------------
+
+EPILOG_PROXY = f"""examples:
+  python -m bcnp proxy --to 10.12.34.2:{PORT} --latency 20ms --jitter 5ms
+  python -m bcnp proxy --listen 5900 --bandwidth 7M --loss 1% --reorder 1% --udp-only
+  python -m bcnp proxy --drop-at 10s:1s --drop-at 30s:3s --reset-at 20s --seed 1
+  python -m bcnp send --port 5900 1.0 0 2000       then drive through it, from a second terminal
+
+Listens on 127.0.0.1:5900 (TCP and UDP) and forwards to --to (default the
+simulator, 127.0.0.1:{PORT}). --latency, --jitter and --bandwidth apply to each
+direction: 20ms adds 40 ms to a round trip. --drop-at AT:FOR cuts the link at AT
+for FOR: TCP bytes are held and delivered at the end, as retransmission does
+after a radio fade; UDP datagrams are lost (--udp-hold: held too). --reset-at
+aborts every connection. Times count from the start. Units: 5ms, 0.005 (s), 300us;
+rates in bits/s: 7M, 7Mbit, 500k; probabilities: 1% or 0.01. Ctrl-C prints the
+counters.
+"""
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_RATE_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``"5ms"``, ``"0.005"``, ``"2s"``, ``"300us"``; never negative."""
+    match = re.fullmatch(rf"\s*({_NUMBER})\s*(\S*)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 5ms, 0.005, 2s)")
+    if match[2] not in _DURATION_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r}: unknown unit {match[2]!r} (use s, ms or us)")
+    value = float(match[1]) * _DURATION_UNITS[match[2]]
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: too long")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration cannot be negative")
+    return value
+
+
+def parse_rate(text: str) -> float:
+    """Bits per second from ``"7M"``, ``"7Mbit"``, ``"7Mbit/s"``, ``"500k"``, ``"7000000"``; > 0."""
+    match = re.fullmatch(rf"\s*({_NUMBER})\s*([kKMG]?)(bit/s|bits|bit|bps|b)?\s*", text)
+    if match is None:
+        hint = " (bytes? give bits per second)" if "B" in text else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in bits/s (e.g. 7M, 7Mbit, 500k){hint}")
+    value = float(match[1]) * _RATE_PREFIXES[match[2]]
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: the bandwidth must be more than 0")
+    return value
+
+
+def parse_probability(text: str) -> float:
+    """0..1 from ``"1%"`` or ``"0.01"``."""
+    raw = text.strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1] if percent else raw) / (100 if percent else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability (e.g. 1% or 0.01)") from None
+    if not 0 <= value <= 1:
+        hint = f" (for percent write {raw}%)" if not percent and 1 < value <= 100 else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1 (0% and 100%){hint}")
+    return value
+
+
+def _parse_address(text: str, default_host: str | None, lowest_port: int) -> tuple[str, int]:
+    host, colon, port = text.strip().rpartition(":")
+    if not colon and default_host is not None:
+        host, port = default_host, text.strip()
+    host = host.strip("[]")
+    example = "5900 or 127.0.0.1:5900" if default_host else f"10.12.34.2:{PORT}"
+    if not host or not port.isdigit() or not lowest_port <= int(port) <= 0xFFFF:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'[HOST:]' if default_host else 'HOST:'}PORT "
+            f"(e.g. {example}; port {lowest_port} to 65535)"
+        )
+    return host, int(port)
+
+
+def _target(text: str) -> tuple[str, int]:
+    return _parse_address(text, None, 1)
+
+
+def _listen(text: str) -> tuple[str, int]:
+    return _parse_address(text, "127.0.0.1", 0)
+
+
+def _drop(text: str) -> tuple[float, float]:
+    at, colon, length = text.partition(":")
+    if not colon:
+        raise argparse.ArgumentTypeError(f"{text!r} is not AT:FOR (e.g. 10s:1s: at 10 s, for 1 s)")
+    seconds = parse_duration(length)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a link drop must last more than 0 s")
+    return parse_duration(at), seconds
+
+
+def add_proxy_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add the ``proxy`` subcommand to ``sub``; :func:`run_proxy` runs it."""
+    p = sub.add_parser(
+        "proxy",
+        help="forward to the robot through a bad network: latency, loss, link drops, resets",
+        epilog=EPILOG_PROXY,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 5900),
+        metavar="[HOST:]PORT",
+        help="where hosts connect (default 127.0.0.1:5900; 0.0.0.0:PORT for other machines)",
+    )
+    p.add_argument(
+        "--to",
+        type=_target,
+        default=("127.0.0.1", PORT),
+        metavar="HOST:PORT",
+        help=f"the robot (default 127.0.0.1:{PORT}, the simulator)",
+    )
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--tcp-only", action="store_true", help="forward TCP only")
+    only.add_argument("--udp-only", action="store_true", help="forward UDP only")
+    p.add_argument("--latency", type=parse_duration, default=0.0, metavar="T", help="delay, each direction")
+    p.add_argument("--jitter", type=parse_duration, default=0.0, metavar="T", help="± this, uniform")
+    p.add_argument("--bandwidth", type=parse_rate, metavar="RATE", help="bits/s each direction (field: 7M)")
+    for name, what in (("loss", "lost"), ("duplicate", "delivered twice"), ("reorder", "overtaken")):
+        p.add_argument(
+            f"--{name}",
+            type=parse_probability,
+            default=0.0,
+            metavar="P",
+            help=f"UDP: share of datagrams {what}",
+        )
+    p.add_argument(
+        "--drop-at",
+        type=_drop,
+        action="append",
+        default=[],
+        metavar="AT:FOR",
+        help="cut the link at AT for FOR (repeatable)",
+    )
+    p.add_argument(
+        "--reset-at",
+        type=parse_duration,
+        action="append",
+        default=[],
+        metavar="AT",
+        help="abort every connection at AT (repeatable)",
+    )
+    p.add_argument("--udp-hold", action="store_true", help="hold UDP during a link drop instead of dropping")
+    p.add_argument("--seed", type=int, help="seed of the random faults, to repeat a run (default: random)")
+    p.add_argument("--duration", type=parse_duration, metavar="T", help="stop after T (default: at Ctrl-C)")
+    return p
+
+
+def run_proxy(args: argparse.Namespace) -> int:
+    """Run ``proxy`` until Ctrl-C (or ``--duration``), printing each event, then its counters."""
+    try:
+        faults = Faults(
+            latency=args.latency,
+            jitter=args.jitter,
+            bandwidth=args.bandwidth,
+            loss=args.loss,
+            duplicate=args.duplicate,
+            reorder=args.reorder,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    script: list[tuple[float, Event]] = [(at, Partition(length)) for at, length in args.drop_at]
+    script += [(at, Reset()) for at in args.reset_at]
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+
+    printing = threading.Lock()  # the listening line comes first, whatever happens at once
+
+    def show(t: float, message: str) -> None:
+        with printing:
+            print(f"{t:9.3f} s  {message}", flush=True)
+
+    tcp, udp = not args.udp_only, not args.tcp_only
+    proxy = Proxy(
+        args.to,
+        args.listen,
+        tcp=tcp,
+        udp=udp,
+        faults=faults,
+        udp_hold=args.udp_hold,
+        seed=seed,
+        script=script,
+        on_event=show,
+    )
+    with printing:
+        try:
+            proxy.start()
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        ports = {p for p in (proxy.tcp_port, proxy.udp_port) if p}
+        kinds = " and ".join(k for k, on in (("tcp", tcp), ("udp", udp)) if on)
+        where = ", ".join(_address_text((args.listen[0], p)) for p in sorted(ports))
+        print(
+            f"listening on {where} ({kinds}), forwarding to {_address_text(args.to)}; "
+            f"faults: {faults.describe()}; seed {seed}",
+            flush=True,
+        )
+    deadline = None if args.duration is None else time.monotonic() + args.duration
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    counters = proxy.counters()
+    print("counters:")
+    for f in fields(counters):
+        if f.name not in ("tcp_open", "udp_clients", "bytes_held"):
+            print(f"  {f.name:<20} {getattr(counters, f.name)}")
+    return 0
