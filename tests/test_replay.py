@@ -118,9 +118,11 @@ def test_the_first_packet_clears_what_was_queued_before(robot: Robot, schema: bc
     assert all(m.vx == 0.5 for _, m in robot.executed)
 
 
-def test_a_dropped_link_ends_the_replay_with_a_clear_error(robot: Robot, schema: bcnp.Schema) -> None:
+def test_without_reconnecting_a_dropped_link_ends_the_replay_with_a_clear_error(
+    robot: Robot, schema: bcnp.Schema
+) -> None:
     commands = [PathCommand(0.5, 0.0, 50)] * 100
-    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None) as client:
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None, reconnect=False) as client:
         calls = 0
 
         def sleep(seconds: float) -> None:
@@ -136,6 +138,73 @@ def test_a_dropped_link_ends_the_replay_with_a_clear_error(robot: Robot, schema:
             LinkClosedError, match=r"lost the link to the robot at 127\.0\.0\.1:\d+ after 0\.2 s"
         ):
             replay.run()
+
+
+@pytest.mark.parametrize("drop", [0.3, 1.0, 3.0])
+def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late(
+    robot: Robot, schema: bcnp.Schema, drop: float
+) -> None:
+    """The link is held for ``drop`` s while the host keeps sending (TCP buffers it);
+    then everything arrives at once. The robot must refuse the backlog and the
+    replay must resume on its own clock: every command the robot starts starts
+    within one tick of the host's plan for it, or never."""
+    commands = [PathCommand(0.5, i / 1000, 40) for i in range(150)]  # omega carries the index
+    telemetry = schema["DrivetrainTelemetry"]
+    schedule = Schedule(commands)
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None, clock=robot.clock) as client:
+        ticks = 0
+        refused = 0  # packets sent into the drop, which never reach the queue
+        heard = 0
+
+        def tick() -> None:
+            nonlocal heard
+            robot.tick()
+            sample = encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 0)])
+            if robot.server.status().handshaken and robot.server.send(sample):
+                heard += 1
+                wait_until(lambda: client.telemetry_packets >= heard, what="telemetry to arrive")
+
+        def sleep(seconds: float) -> None:
+            nonlocal ticks, refused, heard
+            ticks += 1
+            if ticks % 2 == 0 and client.connected:
+                client.keepalive()  # the client's own keepalives run on wall time
+            wait_until(
+                lambda: robot.dispatcher.packets_received + refused >= client.packets_sent,
+                what="sends to arrive",
+            )
+            if ticks == 40:  # 0.8 s in: the link goes; TCP holds what the host sends meanwhile
+                sent = client.packets_sent
+                robot.clock.advance(drop)
+                robot.tick()  # the robot has stopped: link loss
+                client.keepalive()  # the held bytes arrive after the loss
+                wait_until(lambda: client.status().generation == 2, what="the reconnect")
+                refused += client.packets_sent - sent
+                heard = client.telemetry_packets
+            robot.clock.advance(seconds)
+            tick()
+
+        replay = Replay(client, commands, clock=robot.clock, sleep=sleep)
+        replay.run()
+    (outage,) = replay.outages
+    assert outage.back_at is not None and outage.back_at == pytest.approx(0.8 + drop, abs=0.021)
+    late = []
+    for start, message in robot.executed:
+        index = round(message.omega * 1000)
+        host_start = start - (replay.start or 0)
+        planned = schedule.starts[index + 1] - message.durationMs / 1000  # a remainder's plan is "now"
+        if host_start - planned > 0.02 + 1e-6:  # one robot tick
+            late.append((index, round(host_start - planned, 3)))
+    print(f"drop {drop} s: {len(late)} late commands, {outage.dropped} dropped")
+    assert late == []
+    ran = [round(m.omega * 1000) for _, m in robot.executed]
+    assert ran == sorted(ran)  # in order, nothing twice
+    # What was planned during the drop never ran; the host's count also holds the
+    # commands cut short at either end.
+    assert set(range(len(commands))) - set(ran) == set(range(20, outage.resumed_at))
+    assert outage.resumed_at - 20 <= outage.dropped <= outage.resumed_at - 20 + 2
+    assert max(ran) == len(commands) - 1
+    assert robot.queue.metrics.skipped == 0  # the robot had nothing stale to skip: the host sent none
 
 
 def test_recorder_back_dates_samples_and_pairs_them_with_the_scheduled_command(schema: bcnp.Schema) -> None:

@@ -121,6 +121,8 @@ class LinkStatus:
     last_error: str
     #: Links lost since the first connection.
     losses: int
+    #: When the last lost link was last known to be there (kept once it is back).
+    last_lost_at: float | None = None
 
     @property
     def connected(self) -> bool:
@@ -152,6 +154,7 @@ class LinkMachine:
         self.attempts = 0
         self.last_error = ""
         self.lost_since: float | None = None
+        self.last_lost_at: float | None = None
         self._last_heard: float | None = None
         self._heard_telemetry = False
         self._backoff = self.policy.initial_backoff
@@ -184,7 +187,7 @@ class LinkMachine:
             return
         self.losses += 1
         self.last_error = reason
-        self.lost_since = self._last_heard if self._last_heard is not None else now
+        self.lost_since = self.last_lost_at = self._last_heard if self._last_heard is not None else now
         if not self.policy.enabled:
             self.state = LinkState.CLOSED
             return
@@ -241,5 +244,11 @@ class LinkMachine:
 
     def status(self) -> LinkStatus:
         return LinkStatus(
-            self.state, self.generation, self.lost_since, self.attempts, self.last_error, self.losses
+            self.state,
+            self.generation,
+            self.lost_since,
+            self.attempts,
+            self.last_error,
+            self.losses,
+            self.last_lost_at,
         )

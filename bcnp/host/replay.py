@@ -13,11 +13,19 @@ Host time is the clock here: the robot starts the first command at its next
 tick after the first packet arrives (up to one tick later), so the robot is
 slightly behind the host's schedule, never ahead, and the queue is never
 starved while the lead lasts.
+
+The host's clock keeps running through a lost link. While the client
+reconnects nothing is sent; once it is back (a new connection: the robot's
+queue is empty), the replay resumes *now* on the schedule: the command
+running at this moment with what is left of its duration, then the rest, the
+first packet with CLEAR_QUEUE. Commands whose time passed while the link was
+down are dropped, never run late; each outage is an :class:`Outage`.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
 import threading
 import time
@@ -28,11 +36,13 @@ from pathlib import Path
 
 from ..schema import Message, MessageSpec, Schema
 from ..wire import PacketView
-from .client import Client, LinkClosedError
+from .client import Client, LinkClosedError, LinkDownError, LinkStatus
 from .paths import PathCommand
 
 __all__ = [
+    "MIN_REMAINDER_MS",
     "TELEMETRY_COLUMNS",
+    "Outage",
     "Progress",
     "Replay",
     "Schedule",
@@ -45,6 +55,9 @@ __all__ = [
 TIME_COLUMN = "hostTimeS"
 #: ... and after them: the command the host had scheduled at that moment.
 COMMAND_COLUMNS = ("cmdVx", "cmdOmega")
+#: A command cut by an outage resumes with what is left of it when at least this
+#: much is (one robot tick); less is dropped and the next command is sent.
+MIN_REMAINDER_MS = 20
 #: The DrivetrainTelemetry fields, which ``plot`` needs.
 TELEMETRY_COLUMNS = ("timestampMs", "leftVelocity", "rightVelocity", "leftPosition", "rightPosition")
 
@@ -159,8 +172,38 @@ class Progress:
     telemetry_rows: int
 
 
+@dataclass
+class Outage:
+    """One lost link, in host seconds from the first send."""
+
+    #: When the robot was last heard from (the link went).
+    lost_at: float
+    #: Why the client counted the link as lost.
+    reason: str
+    #: When a new connection was up; ``None`` while it is down.
+    back_at: float | None = None
+    #: Commands planned between ``lost_at`` and ``back_at`` that were cut short or never ran.
+    dropped: int = 0
+    #: Index of the command the replay resumed with (``len`` of the path: nothing was left).
+    resumed_at: int = 0
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.back_at is None else self.back_at - self.lost_at
+
+    def __str__(self) -> str:
+        went = f"link lost at {self.lost_at:.2f} s ({self.reason})"
+        if self.back_at is None:
+            return f"{went}; reconnecting"
+        return (
+            f"{went}; back at {self.back_at:.2f} s after {self.back_at - self.lost_at:.2f} s: "
+            f"{self.dropped} command(s) dropped, resumed at command {self.resumed_at}"
+        )
+
+
 class Replay:
-    """Streams a path to a connected :class:`Client` on the :func:`due` schedule."""
+    """Streams a path to a connected :class:`Client` on the :func:`due` schedule,
+    riding through lost links (see the module docs)."""
 
     def __init__(
         self,
@@ -171,6 +214,7 @@ class Replay:
         max_ahead: int = 150,
         settle: float = 0.3,
         step: float = 0.02,
+        clear_first: bool = True,
         recorder: TelemetryRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
@@ -179,12 +223,14 @@ class Replay:
             raise ValueError("lead must be > 0 s and max_ahead >= 1")
         self.client = client
         self.schedule = Schedule(commands)
-        drive = client.command_spec.message_class
-        self.messages = [drive(vx=c.vx, omega=c.omega, durationMs=c.duration_ms) for c in commands]
+        self._drive = client.command_spec.message_class
+        self.messages = [self._drive(vx=c.vx, omega=c.omega, durationMs=c.duration_ms) for c in commands]
         self.lead = lead
         self.max_ahead = max_ahead
         self.settle = settle
         self.step = step
+        #: CLEAR_QUEUE on the very first packet (a resumed stream always has it).
+        self.clear_first = clear_first
         self.recorder = recorder
         self.clock = clock
         self.sleep = sleep
@@ -192,38 +238,120 @@ class Replay:
         self.packets = 0
         self.start: float | None = None
         self.elapsed = 0.0
+        self.outages: list[Outage] = []
+        self._clear_next = clear_first
+        self._remainder: Message | None = None  # replaces messages[sent] in the next send
 
     def progress(self) -> Progress:
         rows = len(self.recorder) if self.recorder is not None else 0
         return Progress(self.elapsed, self.schedule.total, self.sent, len(self.schedule), self.packets, rows)
 
-    def run(self, on_progress: Callable[[Progress], object] | None = None) -> Progress:
+    @property
+    def dropped(self) -> int:
+        """Commands dropped by every outage so far."""
+        return sum(o.dropped for o in self.outages)
+
+    def run(
+        self,
+        on_progress: Callable[[Progress], object] | None = None,
+        on_outage: Callable[[Outage], object] | None = None,
+    ) -> Progress:
         """Sends the whole path and waits until it has run (plus ``settle`` s).
 
-        Raises :class:`LinkClosedError` if the robot drops the link.
+        ``on_outage`` hears of each outage twice: when the link goes and when it
+        is back. Raises :class:`LinkClosedError` when the client closes for good
+        (reconnecting off, a schema mismatch, given up) or the path ends while
+        the link is down.
         """
         self.start = self.clock()
         if self.recorder is not None:
             self.recorder.start = self.start
         n = len(self.schedule)
         end = self.schedule.total + self.settle
+        client = self.client
+        generation = client.status().generation
+        outage: Outage | None = None
         while True:
             self.elapsed = self.clock() - self.start
-            if not self.client.connected:
-                reason = self.client.closed_reason or "closed"
+            status = client.status()
+            if client.closed_reason is not None:
                 raise LinkClosedError(
-                    f"lost the link to the robot at {self.client.address} after {self.elapsed:.1f} s "
-                    f"({self.sent}/{n} commands sent): {reason}",
-                    self.client.host,
-                    self.client.port,
+                    f"lost the link to the robot at {client.address} after {self.elapsed:.1f} s "
+                    f"({self.sent}/{n} commands sent): {client.closed_reason}",
+                    client.host,
+                    client.port,
                 )
-            target = due(self.schedule, self.sent, self.elapsed, self.lead, self.max_ahead)
-            if target > self.sent:
-                batch = self.messages[self.sent : target]
-                self.packets += self.client.send(batch, clear_queue=self.sent == 0)
-                self.sent = target
+            if not status.connected:
+                if outage is None:
+                    outage = self._outage(status)
+                    if on_outage is not None:
+                        on_outage(outage)
+                if self.elapsed >= end:
+                    if outage.lost_at >= self.schedule.total and self.sent == n:
+                        return self.progress()  # lost after the path had run
+                    raise LinkClosedError(
+                        f"the path ended with the link to {client.address} down: {outage}",
+                        client.host,
+                        client.port,
+                    )
+            else:
+                if status.generation != generation:  # a new connection: the robot's queue is empty
+                    generation = status.generation
+                    if outage is None:  # lost and back between two steps
+                        outage = self._outage(status)
+                    self._resume(outage)
+                    if on_outage is not None:
+                        on_outage(outage)
+                    outage = None
+                with contextlib.suppress(LinkDownError):  # the next step sees the outage
+                    self._send_due()
+                if self.sent == n and self.elapsed >= end:
+                    return self.progress()
             if on_progress is not None:
                 on_progress(self.progress())
-            if self.sent == n and self.elapsed >= end:
-                return self.progress()
             self.sleep(self.step)
+
+    def _outage(self, status: LinkStatus) -> Outage:
+        """A new outage, from when the robot was last heard (on the replay's clock)."""
+        since = status.lost_since if status.lost_since is not None else status.last_lost_at
+        ago = 0.0 if since is None else max(0.0, self.client.clock() - since)
+        outage = Outage(max(0.0, self.elapsed - ago), status.last_error)
+        self.outages.append(outage)
+        return outage
+
+    def _send_due(self) -> None:
+        target = due(self.schedule, self.sent, self.elapsed, self.lead, self.max_ahead)
+        if target <= self.sent:
+            return
+        batch = self.messages[self.sent : target]
+        if self._remainder is not None:
+            batch[0] = self._remainder
+        self.packets += self.client.send(batch, clear_queue=self._clear_next)
+        self._clear_next = False
+        self._remainder = None
+        self.sent = target
+
+    def _resume(self, outage: Outage) -> None:
+        """Start again from now: the running command's remainder, then the rest."""
+        now = self.elapsed
+        schedule = self.schedule
+        n = len(schedule)
+        running = schedule.index_at(now)
+        first = max(running, 0)
+        self._remainder = None
+        if 0 <= running < n:
+            left_ms = int((schedule.starts[running + 1] - now) * 1000)
+            if left_ms >= MIN_REMAINDER_MS:
+                c = schedule.commands[running]
+                self._remainder = self._drive(vx=c.vx, omega=c.omega, durationMs=left_ms)
+            else:
+                first = running + 1
+        first = min(first, n)
+        went = max(schedule.index_at(outage.lost_at), 0)
+        # Cut short or never run: from the one running when the link went up to the
+        # one resumed with (counted when only its remainder runs).
+        outage.dropped = max(0, min(first + (self._remainder is not None), n) - went)
+        outage.back_at = now
+        outage.resumed_at = first
+        self.sent = first
+        self._clear_next = True
