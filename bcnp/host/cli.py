@@ -8,18 +8,19 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..codegen.info import render_info
 from ..defaults import KITBOT_TRACK_WIDTH_M, NT_PORT, PORT
 from ..schema import Message, Schema, SchemaError, load_schema
-from .client import Client, LinkError
-from .paths import PathError, load_path
-from .replay import Progress, Replay, TelemetryRecorder, telemetry_spec
+from .client import Client, LinkError, ReconnectPolicy
+from .paths import PathCommand, PathError, load_path
+from .proxy import add_proxy_parser, run_proxy
+from .replay import Outage, Progress, Replay, TelemetryRecorder, telemetry_spec
 
 __all__ = ["main"]
 
@@ -35,7 +36,9 @@ EPILOG_SEND = """examples:
   python -m bcnp send --stop                stop now (zero-message CLEAR_QUEUE)
 
 The link stays open (with keepalives) until the batch has run: the robot
-stops at once when its controller disconnects. Ctrl-C sends a stop first.
+stops at once when its controller disconnects. If the link is lost meanwhile,
+send reconnects and sends what is left of the batch's time (never a command
+whose time has passed). Ctrl-C sends a stop first.
 """
 
 
@@ -49,6 +52,13 @@ A path file lists (vx m/s, omega rad/s, durationMs) commands, as CSV lines
 streamed just in time: about --lead seconds ahead of the robot, never more
 than --max-ahead commands, so the robot's 200-command queue never overflows
 and the link never times out. Ctrl-C sends a stop (CLEAR_QUEUE) first.
+
+A lost link (closed, reset, or no telemetry for --silence seconds) is
+reconnected with backoff; the path's clock keeps running, and after the
+reconnect only commands whose time has not passed are sent, the first packet
+with CLEAR_QUEUE. Each outage is printed: when the link went, when it came
+back, how many commands were dropped. --give-up-after N ends the replay
+(exit 1) after N seconds without a link.
 """
 
 EPILOG_MONITOR = """examples:
@@ -104,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--stop", action="store_true", help="send a zero-message CLEAR_QUEUE: stop now")
     send.add_argument("--no-wait", action="store_true", help="disconnect right after sending")
     send.add_argument("values", nargs="*", metavar="VX OMEGA MS", help="m/s, rad/s, milliseconds; repeatable")
+    _reconnect_options(send)
 
     replay = _command(
         sub,
@@ -120,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
     )
+    _reconnect_options(replay)
 
     monitor = _command(
         sub, "monitor", "live view of the robot's Network/* keys (NetworkTables)", EPILOG_MONITOR
@@ -132,6 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     monitor.add_argument(
         "--timeout", type=float, default=3.0, help="seconds to wait for the server and its keys (default 3)"
     )
+
+    add_proxy_parser(sub)
 
     plot = _command(
         sub, "plot", "PNG of the commanded against the driven path, and vx/omega against time", EPILOG_PLOT
@@ -163,6 +177,38 @@ def _link_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", help="schema JSON file (default: the robot's built-in schema)")
 
 
+def _reconnect_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--silence",
+        type=float,
+        default=ReconnectPolicy.silence_timeout,
+        metavar="S",
+        help="no telemetry for S seconds counts as a lost link (default %(default)s)",
+    )
+    p.add_argument(
+        "--give-up-after",
+        type=float,
+        default=None,
+        metavar="S",
+        help="exit 1 after S seconds without a link (default: keep reconnecting)",
+    )
+    p.add_argument("--no-reconnect", action="store_true", help="exit 1 on the first lost link")
+
+
+def _policy(args: argparse.Namespace) -> ReconnectPolicy:
+    if args.silence <= 0:
+        raise UserError("--silence must be > 0 seconds")
+    if args.give_up_after is not None and args.give_up_after < 0:
+        raise UserError("--give-up-after must be >= 0 seconds")
+    return ReconnectPolicy(
+        enabled=not args.no_reconnect, silence_timeout=args.silence, give_up_after=args.give_up_after
+    )
+
+
+def _print_outage(outage: Outage) -> None:
+    print(outage, flush=True)
+
+
 def _commands(schema: Schema, values: Sequence[str]) -> list[Message]:
     if len(values) % 3:
         raise UserError(f"expected VX OMEGA MS triples, got {len(values)} value(s)")
@@ -185,30 +231,37 @@ def _send(args: argparse.Namespace) -> int:
     if not args.stop and not args.values:
         raise UserError("nothing to send: give VX OMEGA MS triples, or --stop")
     commands: list[Message] = [] if args.stop else _commands(schema, args.values)
-    with Client(schema, args.host, args.port, udp=args.udp) as robot:
+    policy = _policy(args)
+    with Client(schema, args.host, args.port, udp=args.udp, reconnect=policy) as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         if args.stop:
             robot.stop()
             print("sent: stop (zero-message CLEAR_QUEUE)")
             return 0
-        packets = robot.send(commands, clear_queue=args.clear)
         rows = [c.as_dict() for c in commands]
         total_ms = sum(int(r["durationMs"]) for r in rows)
         flag = " with CLEAR_QUEUE" if args.clear else ""
+        if args.no_wait:
+            packets = robot.send(commands, clear_queue=args.clear)
+        else:
+            # Sent at once, as one batch; kept alive until it has run, and resumed
+            # on its own clock after a lost link.
+            path = [PathCommand(float(r["vx"]), float(r["omega"]), int(r["durationMs"])) for r in rows]
+            replay = Replay(
+                robot, path, lead=total_ms / 1000 + 1, max_ahead=len(path), settle=0.1, clear_first=args.clear
+            )
+            packets = len(robot.encode(commands, args.clear))
         print(f"sent: {len(commands)} DriveCmd in {packets} packet(s){flag}, {total_ms / 1000:g} s in all")
         for r in rows:
             print(f"  vx {r['vx']:+.4f} m/s  omega {r['omega']:+.4f} rad/s  {r['durationMs']} ms")
         if args.no_wait:
             return 0
         try:
-            deadline = time.monotonic() + total_ms / 1000 + 0.1
-            while time.monotonic() < deadline:
-                if not robot.connected:
-                    raise UserError(f"the robot at {robot.address} closed the link before the batch finished")
-                time.sleep(0.02)
+            replay.run(on_outage=_print_outage)
         except KeyboardInterrupt:
-            robot.stop()
+            with contextlib.suppress(LinkError):
+                robot.stop()
             print("interrupted: sent stop")
             return 130
     return 0
@@ -226,7 +279,7 @@ def _replay(args: argparse.Namespace) -> int:
     if telemetry_out is not None and not telemetry_out.parent.is_dir():
         raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
     recorder = None
-    client = Client(schema, args.host, args.port, udp=args.udp)
+    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=_policy(args))
     if telemetry_out is not None:
         spec = telemetry_spec(schema, client.command_spec)
         if spec is None:
@@ -248,14 +301,23 @@ def _replay(args: argparse.Namespace) -> int:
 
         def show(p: Progress) -> None:
             if tty:
-                sys.stderr.write("\r" + _progress_bar(p))
+                line = _progress_bar(p)
+                if not robot.connected:
+                    line += f"  link {robot.status().describe(robot.clock())}"
+                sys.stderr.write("\r\033[K" + line[:200])
                 sys.stderr.flush()
+
+        def outage(event: Outage) -> None:
+            if tty:
+                sys.stderr.write("\n")
+            _print_outage(event)
 
         status = 0
         try:
-            done = replay.run(show)
+            done = replay.run(show, outage)
         except KeyboardInterrupt:
-            robot.stop()
+            with contextlib.suppress(LinkError):
+                robot.stop()
             done = replay.progress()
             status = 130
         finally:
@@ -270,7 +332,14 @@ def _replay(args: argparse.Namespace) -> int:
         if status:
             print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
             return status
-        print(f"done: {done.sent} commands in {done.packets} packets over {done.elapsed:.1f} s")
+        gaps = ""
+        if replay.outages:
+            down = sum(o.duration or 0.0 for o in replay.outages)
+            gaps = (
+                f"; {len(replay.outages)} outage(s), {down:.2f} s without a link, "
+                f"{replay.dropped} command(s) dropped"
+            )
+        print(f"done: {done.sent} commands in {done.packets} packets over {done.elapsed:.1f} s{gaps}")
     return 0
 
 
@@ -327,7 +396,7 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"send": _send, "replay": _replay, "monitor": _monitor, "plot": _plot}
+COMMANDS = {"send": _send, "replay": _replay, "monitor": _monitor, "plot": _plot, "proxy": run_proxy}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
