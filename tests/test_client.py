@@ -14,7 +14,17 @@ from support import FakeClock, free_port, open_fds, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
-from bcnp.host.client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
+from bcnp.host.client import (
+    Client,
+    LinkClosedError,
+    LinkDownError,
+    LinkError,
+    LinkState,
+    LinkStatus,
+    ReconnectPolicy,
+    RobotUnreachableError,
+    SchemaMismatchError,
+)
 from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
 
 
@@ -289,3 +299,117 @@ def test_without_reconnecting_the_thread_ends_when_a_send_finds_the_link_dead(sc
     wait_until(lambda: not any(t.name.startswith("bcnp-client") for t in threading.enumerate()))
     assert not client.connected
     client.close()
+
+
+# -- keeping the link -----------------------------------------------------------------
+
+
+def restart_on_the_same_port(robot: Robot) -> Robot:
+    """The robot program restarts: a new server (and queue) where the old one listened."""
+    port = robot.server.port
+    robot.server.stop()
+    clock = robot.clock
+    dispatcher = Dispatcher(robot.schema)
+    queue = MessageQueue(MessageQueueConfig())
+    cls = UdpServer if robot.udp else TcpServer
+    server = cls(dispatcher, TransportConfig(host="127.0.0.1", port=port), clock=clock)
+    again = Robot(robot.schema, clock, dispatcher, queue, server)
+    dispatcher.register("DriveCmd", lambda packet, now: again.packets.append(packet))
+    server.start()
+    return again
+
+
+def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema) -> None:
+    robot = make_robot(schema, udp=False)
+    changes: list[LinkStatus] = []
+    client = robot.client(keepalive_interval=None, on_link_change=changes.append).connect()
+    try:
+        robot.server.stop()  # closes the controller's connection
+        wait_until(lambda: not client.connected, what="the loss")
+        with pytest.raises(LinkDownError, match=r"is down, (re)?connecting \(lost"):
+            client.send(commands(schema, 1))
+        robot = restart_on_the_same_port(robot)
+        assert client.wait_connected(10.0)
+        status = client.status()
+        assert status.generation == 2 and status.losses == 1
+        client.send(commands(schema, 3))
+        wait_until(lambda: len(robot.packets) == 1, what="the batch on the new connection")
+        states = [s.state for s in changes]
+        assert states[0] is LinkState.BACKOFF and states[-1] is LinkState.READY
+        assert changes[0].last_error == "closed by the robot"
+        assert LinkState.CONNECTING in states
+    finally:
+        client.close()
+        robot.server.stop()
+    assert client.status().state is LinkState.CLOSED and client.closed_reason == "closed by the client"
+
+
+def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema: bcnp.Schema) -> None:
+    """A UDP host learns of a lost link only from telemetry silence."""
+    robot = make_robot(schema, udp=True)
+    telemetry = schema["DrivetrainTelemetry"]
+    host_clock = FakeClock()
+    policy = ReconnectPolicy(silence_timeout=0.5)
+    client = robot.client(keepalive_interval=None, reconnect=policy, clock=host_clock).connect()
+    try:
+        source = robot.server.status().peer
+        robot.server.send(encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 1)]))
+        wait_until(lambda: client.telemetry_packets == 1, what="telemetry")
+        assert client.status().generation == 1
+        host_clock.advance(0.6)  # nothing heard since
+        wait_until(lambda: client.status().generation == 2, what="the new handshake")
+        status = client.status()
+        assert status.last_error == "no telemetry for 0.6 s" and status.last_lost_at == 100.0
+        assert robot.server.status().peer == source  # the robot sees the same peer
+    finally:
+        client.close()
+        robot.server.stop()
+
+
+def test_a_schema_mismatch_on_reconnect_closes_for_good(
+    schema: bcnp.Schema, test_schema: bcnp.Schema
+) -> None:
+    robot = make_robot(schema, udp=False)
+    client = robot.client(keepalive_interval=None).connect()
+    port = robot.server.port
+    robot.server.stop()
+    config = TransportConfig(host="127.0.0.1", port=port)
+    other = TcpServer(Dispatcher(test_schema), config, clock=robot.clock)
+    other.start()
+    try:
+        wait_until(lambda: client.closed_reason is not None, timeout=10.0, what="the mismatch")
+        assert "schema mismatch" in (client.closed_reason or "")
+        with pytest.raises(LinkClosedError, match="schema mismatch"):
+            client.send(commands(schema, 1))
+        assert list(client.packets()) == []  # ends: closed for good
+    finally:
+        client.close()
+        other.stop()
+
+
+def test_giving_up_after_a_time_without_a_link(schema: bcnp.Schema) -> None:
+    robot = make_robot(schema, udp=False)
+    client = robot.client(keepalive_interval=None, reconnect=ReconnectPolicy(give_up_after=0.3)).connect()
+    robot.server.stop()
+    try:
+        wait_until(lambda: client.closed_reason is not None, timeout=10.0, what="giving up")
+        assert (client.closed_reason or "").startswith("no link for 0.3 s (gave up after 0.3 s)")
+        assert client.status().attempts >= 1
+        wait_until(lambda: not any(t.name.startswith("bcnp-client") for t in threading.enumerate()))
+    finally:
+        client.close()
+
+
+def test_reconnecting_leaves_no_socket_behind(schema: bcnp.Schema) -> None:
+    fds = open_fds()
+    robot = make_robot(schema, udp=False)
+    client = robot.client(keepalive_interval=None).connect()
+    try:
+        for generation in range(2, 12):
+            robot = restart_on_the_same_port(robot)
+            assert client.wait_connected(10.0)
+            wait_until(lambda g=generation: client.status().generation == g, what=f"connection {generation}")
+    finally:
+        client.close()
+        robot.server.stop()
+    assert open_fds() == fds
