@@ -17,11 +17,12 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ntcore
 import pytest
-from support import free_port
+from support import free_port, wait_until
 from wpilib.simulation import DriverStationSim, stepTiming
 
 from bcnp.host.cli import main
@@ -255,3 +256,37 @@ def test_monitor_of_a_server_without_network_keys_says_so(
     inst.getTable("SmartDashboard").putNumber("Other/Thing", 1)
     assert main(["monitor", "--once", "--port", str(port), "--timeout", "1"]) == 1
     assert "has no Network/* keys: is the BCNP robot program running?" in capsys.readouterr().err
+
+
+def test_monitor_rides_through_a_restarted_server(tmp_path: Path) -> None:
+    """ntcore reconnects by itself; the monitor says when the server went and that it came back."""
+    from bcnp.host.monitor import Monitor, render_text
+
+    port = free_port()
+
+    def server(qsize: float) -> ntcore.NetworkTableInstance:
+        inst = ntcore.NetworkTableInstance.create()
+        inst.startServer(str(tmp_path / "nt.json"), "127.0.0.1", free_port(), port)
+        publish(inst, connected=True).putNumber("Network/QueueSize", qsize)
+        return inst
+
+    first = server(20)
+    with Monitor("127.0.0.1", port) as monitor:
+        monitor.wait_for_keys(10.0)
+        first.stopServer()
+        ntcore.NetworkTableInstance.destroy(first)
+
+        def polled(predicate: Callable[[], bool]) -> Callable[[], bool]:
+            return lambda: monitor.poll() >= 0 and predicate()
+
+        wait_until(polled(lambda: monitor.lost_since is not None), 10.0, "the monitor to see the loss")
+        assert "NOT connected (lost" in render_text(monitor.snapshot())
+        second = server(7)
+        try:
+            wait_until(polled(lambda: monitor.values.get("Network/QueueSize") == 7), 15.0, "the new values")
+            snapshot = monitor.snapshot()
+            assert snapshot.nt_connected and snapshot.reconnects == 1 and snapshot.lost_for is None
+            assert "(1 reconnect(s))" in render_text(snapshot)
+        finally:
+            second.stopServer()
+            ntcore.NetworkTableInstance.destroy(second)

@@ -5,6 +5,10 @@ this module. The client subscribes to every topic under
 ``/SmartDashboard/Network/`` with a 20 ms period, so it sees each robot tick
 (50 Hz), and derives the telemetry rate from ``Network/TelemetryPackets`` and
 ``Network/TelemetrySent`` while ``Network/Connected`` is true.
+
+ntcore reconnects by itself when the robot restarts or its radio comes back;
+the monitor notes when the server went (``lost_since``) and counts the
+reconnects, and says so while the values it shows are from before.
 """
 
 from __future__ import annotations
@@ -45,12 +49,24 @@ class Snapshot:
     nt_connected: bool
     values: dict[str, Any]  # "Network/CmdVx" -> value
     telemetry: TelemetryRate | None  # None unless a BCNP link is open and measured
+    lost_for: float | None = None  # seconds since the server went, while it is gone
+    reconnects: int = 0  # times the server came back
+
+    @property
+    def state(self) -> str:
+        if self.nt_connected:
+            return "connected"
+        if self.lost_for is None:
+            return "NOT connected"
+        return f"NOT connected (lost {self.lost_for:.1f} s ago, reconnecting; values are from before)"
 
     def as_json(self) -> dict[str, Any]:
         rate = self.telemetry
         return {
             "server": self.server,
             "connected": self.nt_connected,
+            "lost_for_s": None if self.lost_for is None else round(self.lost_for, 3),
+            "reconnects": self.reconnects,
             "keys": dict(sorted(self.values.items())),
             "telemetry": None if rate is None else rate.as_json(),
         }
@@ -71,6 +87,10 @@ class Monitor:
         self.server = f"team {team} robot:{port}" if team is not None else f"{host}:{port}"
         self.clock = clock
         self.values: dict[str, Any] = {}
+        #: When the server went (monitor clock), while it is gone; and how often it came back.
+        self.lost_since: float | None = None
+        self.reconnects = 0
+        self._was_connected = False
         self._samples: deque[tuple[float, float, float]] = deque()
         self._inst = ntcore.NetworkTableInstance.create()
         self._poller = ntcore.NetworkTableListenerPoller(self._inst)
@@ -102,6 +122,15 @@ class Monitor:
 
     def poll(self) -> int:
         """Takes in every value update since the last call; returns how many."""
+        connected = self.nt_connected
+        if connected != self._was_connected:
+            self._was_connected = connected
+            if not connected:
+                self.lost_since = self.clock()
+                self._samples.clear()
+            elif self.lost_since is not None:
+                self.lost_since = None
+                self.reconnects += 1
         events = self._poller.readQueue()
         for event in events:
             data = event.data
@@ -140,7 +169,16 @@ class Monitor:
         return TelemetryRate((p1 - p0) / span, (m1 - m0) / span)
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.server, self.nt_connected, dict(self.values), self.telemetry_rate())
+        since = self.lost_since
+        lost_for = None if since is None else self.clock() - since
+        return Snapshot(
+            self.server,
+            self.nt_connected,
+            dict(self.values),
+            self.telemetry_rate() if self.nt_connected else None,
+            lost_for,
+            self.reconnects,
+        )
 
     def wait_for_keys(self, timeout: float, sleep: Callable[[float], object] = time.sleep) -> None:
         """Waits until connected and every announced ``Network/*`` topic has a value.
@@ -184,8 +222,9 @@ def format_value(value: Any) -> str:
 
 def render_text(snapshot: Snapshot) -> str:
     """The snapshot as plain text: one ``key  value`` line per key, then the telemetry rate."""
-    state = "connected" if snapshot.nt_connected else "NOT connected"
-    lines = [f"NetworkTables {snapshot.server}: {state}"]
+    lines = [f"NetworkTables {snapshot.server}: {snapshot.state}"]
+    if snapshot.reconnects:
+        lines[0] += f" ({snapshot.reconnects} reconnect(s))"
     width = max((len(k) for k in snapshot.values), default=0)
     lines += [f"  {key:<{width}}  {format_value(v)}" for key, v in sorted(snapshot.values.items())]
     lines.append(f"  {'telemetry rate':<{width}}  {_rate_text(snapshot)}")
@@ -213,7 +252,9 @@ def run_live(monitor: Monitor, refresh_hz: float = 10.0) -> None:
 
     def table() -> Table:
         snap = monitor.snapshot()
-        state = "[green]connected[/]" if snap.nt_connected else "[red]not connected[/]"
+        state = "[green]connected[/]" if snap.nt_connected else f"[red]{snap.state}[/]"
+        if snap.reconnects:
+            state += f" ({snap.reconnects} reconnect(s))"
         t = Table(title=f"BCNP robot — NetworkTables {snap.server} {state}", title_justify="left")
         t.add_column("key")
         t.add_column("value", justify="right")
