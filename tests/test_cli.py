@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,7 @@ def test_help_lists_subcommands_and_each_has_an_example(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         main(["--help"])
     listing = capsys.readouterr().out
-    for command in ("info", "send", "replay", "monitor", "plot"):
+    for command in ("info", "send", "replay", "monitor", "plot", "proxy"):
         assert command in listing
         with pytest.raises(SystemExit):
             main([command, "--help"])
@@ -211,3 +212,69 @@ def test_an_unwritable_telemetry_file_is_one_error_line(
     assert main(["replay", str(path), "--port", str(robot.tcp.port), "--telemetry", str(out)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {out}: cannot write") and err.count("\n") == 1
+
+
+def run_in_thread(argv: list[str]) -> tuple[threading.Thread, list[int]]:
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(main(argv)), daemon=True)
+    thread.start()
+    return thread, status
+
+
+def test_send_reconnects_and_sends_what_is_left_of_its_batch(
+    robot: Robot, schema: bcnp.Schema, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = robot.tcp.port
+    thread, status = run_in_thread(["send", "0.5", "0", "3000", "--port", str(port)])
+    wait_until(lambda: len(robot.packets) == 1, what="the batch")
+    robot.tcp.stop()  # the robot program restarts
+    again: list[bcnp.PacketView] = []
+    dispatcher = Dispatcher(schema)
+    dispatcher.register("DriveCmd", lambda packet, now: again.append(packet))
+    restarted = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=port))
+    restarted.start()
+    try:
+        thread.join(15)
+    finally:
+        restarted.stop()
+    assert status == [0]
+    out = capsys.readouterr().out
+    assert "link lost at" in out and "back at" in out and "resumed at command 0" in out
+    first = next(p for p in again if len(p))
+    assert first.flags & bcnp.CLEAR_QUEUE
+    (rest,) = list(first)
+    assert rest.vx == pytest.approx(0.5) and 0 < rest.durationMs < 3000  # what was left, not the whole
+
+
+def test_replay_gives_up_after_the_time_it_was_given(
+    robot: Robot, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text("0.5,0,100\n" * 100)
+    argv = ["replay", str(path), "--port", str(robot.tcp.port), "--give-up-after", "0.3"]
+    thread, status = run_in_thread(argv)
+    wait_until(lambda: len(robot.packets) >= 1, what="the first packet")
+    robot.tcp.stop()
+    thread.join(15)
+    assert status == [1]
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("error: lost the link to the robot at 127.0.0.1:")
+    assert "gave up after 0.3 s" in line
+    assert "link lost at" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--silence", "0"], "--silence must be > 0 seconds"),
+        (["--give-up-after", "-1"], "--give-up-after must be >= 0 seconds"),
+    ],
+)
+def test_bad_reconnect_options_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text("0.5,0,100\n")
+    assert main(["replay", str(path), "--port", str(free_port()), *option]) == 1
+    assert capsys.readouterr().err.strip() == f"error: {message}"
