@@ -1,8 +1,8 @@
 """The layout's rules, checked on the source so they hold after whoever edits it next.
 
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the link
-  object, defaults, timebase, codegen) is sans-I/O: no sockets, threads,
-  clocks or robot libraries.
+  object, defaults, timebase, codegen) and the host's link state machine are
+  sans-I/O: no sockets, threads, clocks or robot libraries.
 * No module of the library imports WPILib; only the host monitor talks
   NetworkTables.
 * The library is generic over any schema: outside ``bcnp/host`` no module
@@ -26,6 +26,7 @@ LIBRARY = ROOT / "bcnp"
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
+    + [LIBRARY / "host" / "linkstate.py"]
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
 ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath"}
