@@ -1,9 +1,11 @@
 """Host tools: what runs on the laptop or coprocessor that drives a robot.
 
 * :class:`~bcnp.host.client.Client`: connect, handshake, stream command
-  batches, receive telemetry.
+  batches, receive telemetry, reconnect after a lost link
+  (:mod:`~bcnp.host.linkstate` decides when).
 * ``python -m bcnp`` (:mod:`bcnp.host.cli`): send, stop, replay a path file,
-  monitor the robot's keys, plot a run, show a schema.
+  monitor the robot's keys, plot a run, show a schema, a fault proxy
+  (:mod:`~bcnp.host.proxy`).
 * :mod:`~bcnp.host.paths`, :mod:`~bcnp.host.replay`, :mod:`~bcnp.host.plot`,
   :mod:`~bcnp.host.monitor`: the pieces behind those commands.
 
@@ -21,9 +23,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import Client, LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
+    from .client import (
+        Client,
+        LinkClosedError,
+        LinkDownError,
+        LinkError,
+        LinkState,
+        LinkStatus,
+        ReconnectPolicy,
+        RobotUnreachableError,
+        SchemaMismatchError,
+    )
 
-__all__ = ["Client", "LinkClosedError", "LinkError", "RobotUnreachableError", "SchemaMismatchError"]
+__all__ = [
+    "Client",
+    "LinkClosedError",
+    "LinkDownError",
+    "LinkError",
+    "LinkState",
+    "LinkStatus",
+    "ReconnectPolicy",
+    "RobotUnreachableError",
+    "SchemaMismatchError",
+]
 
 
 def __getattr__(name: str) -> Any:
