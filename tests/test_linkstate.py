@@ -36,6 +36,7 @@ def test_a_ready_link_waits_and_a_lost_one_is_retried_at_once() -> None:
     status = machine.status()
     assert status.connected and status.generation == 2 and status.attempts == 0
     assert status.lost_since is None and status.last_lost_at == 0.0
+    assert status.lost_reason == "closed by the robot"
 
 
 def test_telemetry_silence_is_a_lost_link_from_when_the_robot_was_last_heard() -> None:
@@ -138,6 +139,7 @@ def test_describe_says_state_age_attempt_and_cause() -> None:
     machine.poll(1.5)
     machine.failed(1.5, "connection refused")
     assert machine.status().describe(3.0) == "reconnecting (lost 2.0 s ago, attempt 1): connection refused"
+    assert machine.status().lost_reason == "closed by the robot"
 
 
 @pytest.mark.parametrize(

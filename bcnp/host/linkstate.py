@@ -54,8 +54,8 @@ class ReconnectPolicy:
     enabled: bool = True
     #: First wait after a loss or a failed attempt, doubled after each failure ...
     initial_backoff: float = 0.1
-    #: ... up to this.
-    max_backoff: float = 1.0
+    #: ... up to this: a robot that comes back is reconnected within this (plus a handshake).
+    max_backoff: float = 0.8
     #: Each wait is drawn uniformly from [(1 - jitter) * backoff, backoff]: 1 is full jitter.
     jitter: float = 1.0
     #: No telemetry for this long on a link that has sent some: the link is lost.
@@ -121,8 +121,10 @@ class LinkStatus:
     last_error: str
     #: Links lost since the first connection.
     losses: int
-    #: When the last lost link was last known to be there (kept once it is back).
+    #: When the last lost link was last known to be there (kept once it is back) ...
     last_lost_at: float | None = None
+    #: ... and why it was lost (``last_error`` is the last failed attempt's).
+    lost_reason: str = ""
 
     @property
     def connected(self) -> bool:
@@ -155,6 +157,7 @@ class LinkMachine:
         self.last_error = ""
         self.lost_since: float | None = None
         self.last_lost_at: float | None = None
+        self.lost_reason = ""
         self._last_heard: float | None = None
         self._heard_telemetry = False
         self._backoff = self.policy.initial_backoff
@@ -186,7 +189,7 @@ class LinkMachine:
         if self.state is not LinkState.READY:
             return
         self.losses += 1
-        self.last_error = reason
+        self.last_error = self.lost_reason = reason
         self.lost_since = self.last_lost_at = self._last_heard if self._last_heard is not None else now
         if not self.policy.enabled:
             self.state = LinkState.CLOSED
@@ -251,4 +254,5 @@ class LinkMachine:
             self.last_error,
             self.losses,
             self.last_lost_at,
+            self.lost_reason,
         )

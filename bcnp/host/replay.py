@@ -315,7 +315,7 @@ class Replay:
         """A new outage, from when the robot was last heard (on the replay's clock)."""
         since = status.lost_since if status.lost_since is not None else status.last_lost_at
         ago = 0.0 if since is None else max(0.0, self.client.clock() - since)
-        outage = Outage(max(0.0, self.elapsed - ago), status.last_error)
+        outage = Outage(max(0.0, self.elapsed - ago), status.lost_reason or status.last_error)
         self.outages.append(outage)
         return outage
 
