@@ -1,0 +1,240 @@
+"""Acceptance on a simulated field: the real robot program in its own headless sim
+process (benchmarks/simbot.py), a host on real sockets, faults from the user-space proxy.
+
+* A link lost mid-path (a proxy partition of 0.3 s, 1 s, 3 s; TCP and UDP): the
+  robot drops the controller after 200 ms, the host reconnects and resumes on its
+  own clock. Read back from the robot's ``.wpilog``: no command starts more than
+  the link timeout after the host planned it; what was due during the outage
+  never runs.
+* The robot program killed mid-path and started again: ``python -m bcnp replay``
+  reconnects within a second of the robot listening, carries on, reports the
+  outage and exits 0.
+
+Robot times come from the data log, put on the wall clock by its ``systemTime``
+anchors; the in-process host plans on ``time.time()`` too, so both sides are on
+one clock (to a few microseconds; see benchmarks/simbot.py). Each path command is
+40 ms and carries its index in omega (index / 1000 rad/s, inside the robot's
+2.5 rad/s clamp), so each start in the log names the command it is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("wpilib", reason="robotpy is not installed")
+pytest.importorskip("pyfrc", reason="robotpy is not installed")
+
+from bcnp.host.client import Client, LinkError
+from bcnp.host.paths import PathCommand
+from bcnp.host.proxy import Proxy
+from bcnp.host.replay import Replay
+from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
+from messages import SCHEMA
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = "127.0.0.1"
+#: The robot's link timeout: a command may start this much after its plan, never more.
+LINK_TIMEOUT_S = 0.2
+STEP_MS = 40
+VX = 0.5
+#: Seconds of path before the link drops, and after it comes back (a reconnect
+#: after a long partition takes up to ~2 s: an attempt made during it waits for its
+#: handshake until the partition ends).
+BEFORE_S = 2.0
+AFTER_S = 4.0
+
+
+def path(seconds: float) -> list[PathCommand]:
+    """``seconds`` of 40 ms commands at 0.5 m/s; command i turns at i / 1000 rad/s."""
+    return [PathCommand(VX, i / 1000, STEP_MS) for i in range(round(seconds * 1000 / STEP_MS))]
+
+
+def index_of(start: CommandStart) -> int:
+    return round(start.omega * 1000)
+
+
+def connect(port: int, udp: bool, timeout: float = 10.0) -> Client:
+    """A connected client. The robot may still hold the previous test's UDP
+    controller for up to its link timeout: until it lets go, connecting fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = Client(SCHEMA, LOCAL, port, udp=udp, timeout=1.0)
+        try:
+            return client.connect()
+        except LinkError:
+            client.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def starts_between(robot: SimRobot, since: float, until: float, last: int) -> list[CommandStart]:
+    """The commands the robot started between two wall times, once its log has the
+    path's last command (the log is written every 0.25 s) or 6 s have passed. A log
+    gets its first wall-clock anchor 5 s after the robot started: until then it
+    cannot be read."""
+    deadline = time.monotonic() + 6.0
+    while True:
+        try:
+            starts = [s for s in read_command_starts(robot.log_dir) if since <= s.wall_time <= until]
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            starts = []
+        if any(index_of(s) == last for s in starts) or time.monotonic() > deadline:
+            return starts
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def field_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
+    """One robot for every link-loss case: each new controller starts with an empty queue."""
+    with SimRobot(tmp_path_factory.mktemp("field-robot")) as robot:
+        robot.start()
+        robot.wait_ticking()  # the first case's path must not wait for the loop to start
+        yield robot
+
+
+@dataclass
+class Drop:
+    at_wall: float = 0.0  # when the partition began (time.time())
+
+
+@pytest.mark.parametrize("drop", [0.3, 1.0, 3.0], ids=lambda d: f"{d:g}s")
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport: str, drop: float) -> None:
+    robot = field_robot
+    assert robot.alive(), f"the robot died:\n{robot.output()}"
+    udp = transport == "udp"
+    commands = path(BEFORE_S + drop + AFTER_S)
+    with Proxy((LOCAL, robot.port), tcp=not udp, udp=udp) as proxy:
+        client = connect(proxy.udp_port if udp else proxy.tcp_port, udp)
+        with client:
+            replay = Replay(client, commands, clock=time.time)
+            cut = Drop()
+
+            def partition_midway(progress: object) -> None:
+                if not cut.at_wall and replay.elapsed >= BEFORE_S:
+                    cut.at_wall = time.time()
+                    proxy.partition(drop)
+
+            replay.run(on_progress=partition_midway)
+        assert proxy.counters().internal_errors == 0
+    assert replay.start is not None and cut.at_wall
+    schedule = replay.schedule
+    last = len(commands) - 1
+    starts = starts_between(robot, replay.start, time.time(), last)
+    late = late_commands(starts, schedule.starts, replay.start, index_of=index_of, tolerance=LINK_TIMEOUT_S)
+    # Every start against its plan (for the figures: the tolerance is the rule above).
+    behind = [0.0] + [
+        t for _, t in late_commands(starts, schedule.starts, replay.start, index_of=index_of, tolerance=-1)
+    ]
+    outages = "; ".join(str(o) for o in replay.outages)
+    print(
+        f"\n{transport} drop {drop:g} s: late commands: {len(late)}; {len(starts)} of {len(commands)} "
+        f"started, dropped {replay.dropped}; start behind plan max {max(behind) * 1e3:.0f} ms; "
+        f"outage(s): {outages}"
+    )
+    assert late == []
+    assert replay.outages, "the partition cost no outage: the robot never dropped the link"
+    assert all(o.back_at is not None for o in replay.outages), outages
+    # The path carried on after the link came back, up to its last command.
+    healed = cut.at_wall + drop
+    after = [index_of(s) for s in starts if s.wall_time > healed]
+    assert after and after[-1] == last, f"after the drop the robot started {after}"
+    assert replay.dropped > 0
+
+
+@dataclass
+class Line:
+    at: float  # time.monotonic() when it was read
+    text: str
+
+
+class Output:
+    """A child's output lines as they arrive, each stamped with when it was read."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[Line] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for text in proc.stdout:
+            with self._cond:
+                self.lines.append(Line(time.monotonic(), text.rstrip("\n")))
+                self._cond.notify_all()
+
+    def wait_for(self, fragment: str, timeout: float = 20.0) -> Line:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if fragment in line.text:
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {fragment!r} within {timeout} s in:\n{self.text()}")
+                self._cond.wait(left)
+
+    def text(self) -> str:
+        with self._cond:
+            return "\n".join(line.text for line in self.lines)
+
+    def join(self) -> None:
+        self._thread.join(5.0)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_replay_rides_through_a_robot_restart(tmp_path: Path, transport: str) -> None:
+    commands = path(8.0)
+    path_file = tmp_path / "path.csv"
+    path_file.write_text("".join(f"{c.vx},{c.omega},{c.duration_ms}\n" for c in commands))
+    with SimRobot(tmp_path / "logs") as robot:
+        robot.start()
+        args = [sys.executable, "-m", "bcnp", "replay", str(path_file), "--port", str(robot.port)]
+        proc = subprocess.Popen(
+            [*args, *(["--udp"] if transport == "udp" else [])],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            output = Output(proc)
+            output.wait_for("replaying")
+            time.sleep(2.5)
+            robot.kill()
+            robot.start()
+            listening_at = robot.listening_at
+            status = proc.wait(30.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        output.join()
+    text = output.text()
+    print(f"\n{transport}:\n{text}")
+    assert status == 0, text
+    # The outage line is printed the replay step (20 ms) after the client's new
+    # connection is up: the reconnect took at most this long after the robot listened.
+    back = output.wait_for("back at", timeout=0)
+    assert listening_at is not None
+    reconnect = back.at - listening_at
+    print(f"{transport}: reconnected {reconnect * 1e3:.0f} ms after the robot listened (an upper bound)")
+    assert reconnect <= 1.0, text
+    assert "link lost at" in back.text and "dropped" in back.text, text
+    done = output.wait_for("done:", timeout=0)
+    assert done.text.startswith(f"done: {len(commands)} commands") and "1 outage(s)" in done.text, text
