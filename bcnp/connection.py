@@ -11,7 +11,14 @@ a link, over a byte stream (TCP) or datagrams (UDP):
 * behind a passed handshake a :class:`~bcnp.parser.StreamParser` frames the
   packets, each handed to ``on_packet(packet, now)``;
 * liveness: when bytes and packets last arrived, the idle timeout (a silent
-  peer is dropped) and the link timeout (no packet: the robot stops).
+  peer is dropped) and the link timeout (no packet: the robot stops);
+* with ``end_on_link_loss`` (the robot's servers), a link whose last packet
+  is older than the link timeout is *lost* for good: :class:`LinkLost`, and
+  nothing that arrives afterwards is parsed. Over a byte stream the robot
+  cannot tell bytes a host sent before a drop, held back by retransmission,
+  from bytes sent after it, so none of them may start a command: the peer
+  connects (TCP) or handshakes (UDP) again, and the host decides what is
+  still worth sending.
 
 Bytes and ``now`` (seconds) go in; events come back as return values. The
 socket loops around it (:mod:`bcnp.transport`, :class:`bcnp.host.client.Client`)
@@ -48,6 +55,7 @@ __all__ = [
     "HandshakeFailure",
     "HandshakeRejected",
     "IdleTimeout",
+    "LinkLost",
     "LinkState",
     "MAX_DATAGRAM",
     "check_handshake",
@@ -112,7 +120,22 @@ class IdleTimeout:
     idle_timeout: float
 
 
-Event = HandshakeAccepted | HandshakeRejected | IdleTimeout
+@dataclass(frozen=True)
+class LinkLost:
+    """No packet for more than ``link_timeout`` seconds (the robot has stopped):
+    the link is closed. ``silent_for`` is how long since the last packet;
+    ``discarded`` counts the bytes dropped with it (a partial frame, and what
+    arrived after the loss)."""
+
+    link_timeout: float
+    silent_for: float
+    discarded: int
+
+    def __str__(self) -> str:
+        return f"link lost: no packet for {self.silent_for:.3f} s (link timeout {self.link_timeout:g} s)"
+
+
+Event = HandshakeAccepted | HandshakeRejected | IdleTimeout | LinkLost
 
 
 def check_handshake(
@@ -182,6 +205,7 @@ class Connection:
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
         search_budget: int | None = None,
+        end_on_link_loss: bool = False,
     ) -> None:
         if min(handshake_timeout, idle_timeout) <= 0 or link_timeout < 0:
             raise ValueError("handshake and idle timeouts must be > 0 seconds, the link timeout >= 0")
@@ -193,6 +217,8 @@ class Connection:
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = idle_timeout
         self.link_timeout = link_timeout
+        #: Lose the link for good once a packet is older than ``link_timeout`` (see the module docs).
+        self.end_on_link_loss = end_on_link_loss
         self.on_packet = on_packet
         self.state = LinkState.HANDSHAKE
         self.opened_at = opened_at
@@ -220,11 +246,16 @@ class Connection:
 
     # -- input ---------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes, now: float) -> HandshakeAccepted | HandshakeRejected | None:
+    def receive_data(
+        self, data: bytes, now: float
+    ) -> HandshakeAccepted | HandshakeRejected | LinkLost | None:
         """Bytes read from the stream at ``now``. Returns the handshake's outcome
-        when these bytes decide it, else ``None``."""
+        when these bytes decide it, :class:`LinkLost` when they came after the
+        link was lost (they are dropped), else ``None``."""
         state = self.state
         if state is LinkState.OPEN:
+            if self.end_on_link_loss and (lost := self._lost(now, len(data))) is not None:
+                return lost
             self.last_receive = self._now = now
             self.parser.push(data)
             return None
@@ -236,17 +267,25 @@ class Connection:
             return None
         return self._decide(self._received)
 
-    def receive_datagram(self, data: bytes, now: float) -> HandshakeAccepted | HandshakeRejected | None:
+    def receive_datagram(
+        self, data: bytes, now: float
+    ) -> HandshakeAccepted | HandshakeRejected | LinkLost | None:
         """One datagram from the peer at ``now``.
 
         Before the handshake passed, only a handshake datagram decides it
         (anything else returns ``None`` and is not counted as activity); after,
         a handshake datagram is the peer asking again (returns its outcome: the
         owner answers with :attr:`handshake`) and anything else is packets.
+        Any datagram that comes after the link was lost returns :class:`LinkLost`
+        and is dropped: the owner pairs the peer again only on a new handshake.
         """
         state = self.state
         if state is LinkState.CLOSED:
             return None
+        if state is LinkState.OPEN and self.end_on_link_loss:
+            lost = self._lost(now, len(data))
+            if lost is not None:
+                return lost
         if is_handshake_datagram(data):
             self.last_receive = now
             if state is LinkState.HANDSHAKE:
@@ -283,11 +322,13 @@ class Connection:
         outcome = check_handshake(self._received, self.local_hash)
         return outcome if isinstance(outcome, HandshakeRejected) else None
 
-    def check_deadlines(self, now: float) -> HandshakeRejected | IdleTimeout | None:
-        """The handshake deadline (stream links) or the idle timeout, if passed at ``now``.
+    def check_deadlines(self, now: float) -> HandshakeRejected | IdleTimeout | LinkLost | None:
+        """The handshake deadline (stream links), the link loss (with
+        ``end_on_link_loss``) or the idle timeout, if passed at ``now``.
 
-        A passed deadline closes the link; after an idle timeout the owner
-        closes it (:meth:`close` says how many bytes of a partial frame went)."""
+        A passed deadline or a lost link closes the link; after an idle timeout
+        the owner closes it (:meth:`close` says how many bytes of a partial
+        frame went)."""
         state = self.state
         if state is LinkState.HANDSHAKE and not self.datagrams:
             if elapsed_over(now, self.opened_at, self.handshake_timeout):
@@ -300,9 +341,18 @@ class Connection:
                     None,
                     bytes(self._received),
                 )
-        elif state is LinkState.OPEN and elapsed_over(now, self.last_receive, self.idle_timeout):
-            return IdleTimeout(self.idle_timeout)
+        elif state is LinkState.OPEN:
+            if self.end_on_link_loss and (lost := self._lost(now, 0)) is not None:
+                return lost
+            if elapsed_over(now, self.last_receive, self.idle_timeout):
+                return IdleTimeout(self.idle_timeout)
         return None
+
+    def lose(self, silent_for: float) -> LinkLost:
+        """The owner found the link lost first (the robot's queue, at its tick,
+        ``silent_for`` seconds after the last packet it took): closed as a loss
+        found here is."""
+        return LinkLost(self.link_timeout, silent_for, self.close())
 
     def close(self) -> int:
         """Close the link; returns the bytes of a partial frame it drops."""
@@ -341,6 +391,15 @@ class Connection:
         )
 
     # -- internals -------------------------------------------------------------------------
+
+    def _lost(self, now: float, arriving: int) -> LinkLost | None:
+        """Closes the link and says so when its last packet is older than the link
+        timeout at ``now``; ``arriving`` bytes came with this check and are dropped.
+        Before the first packet there is nothing to lose: the idle timeout applies."""
+        last = self.last_packet
+        if last is None or not elapsed_over(now, last, self.link_timeout):
+            return None
+        return LinkLost(self.link_timeout, now - last, self.close() + arriving)
 
     def _decide(self, received: bytes | bytearray) -> HandshakeAccepted | HandshakeRejected:
         outcome = check_handshake(received, self.local_hash)

@@ -5,7 +5,10 @@ does the per-tick work (advance the queue, clamp the command, record
 telemetry) and answers what ``subsystems/network_keys.py`` publishes.
 
 One controller at a time across both transports (the first peer to complete
-the handshake owns the link until it drops). The receive threads stamp
+the handshake owns the link until it drops). A controller whose link is lost
+(no packet for the link timeout) is dropped (TCP) or unlocked (UDP): nothing it
+sent before it connects or handshakes again runs, whichever of its receive
+thread and the queue's tick finds the loss first. The receive threads stamp
 packets with FPGA time, the same clock ``update()`` gets each tick, so pyfrc
 tests control every timing rule. Nothing here touches a motor: ``update()``
 returns the command to execute (clamped) or ``None`` for "stop".
@@ -38,6 +41,7 @@ from robotpy_ext.misc.periodic_filter import PeriodicFilter
 
 import constants
 from bcnp import Dispatcher, MessageQueue, PacketView, TelemetryAccumulator
+from bcnp.connection import Connection
 from bcnp.schema import Schema
 from bcnp.transport import (
     WARNING_LOGGERS,
@@ -90,12 +94,13 @@ def build_link(
         cmd_latency_ms.add(max(0.0, (now - arrival) * 1000.0))
 
     queue = MessageQueue(constants.BCNP_QUEUE, on_packet_reached=packet_reached)
-    shared = SharedQueue(queue)
+    config = replace(constants.BCNP_TRANSPORT, port=constants.bcnp_port() if port is None else port)
+    # The queue's own link loss ends the controller too (BcnpLink.update): see SharedQueue.
+    shared = SharedQueue(queue, end_on_link_loss=config.end_on_link_loss)
     # robot.py marks each tick busy: the receive threads wait at their next safe point
     # meanwhile, and step aside just before each tick is due.
     priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
     dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
-    config = replace(constants.BCNP_TRANSPORT, port=constants.bcnp_port() if port is None else port)
     slot = ControllerSlot()
     # A new or lost controller drops the queue at once, in the receive thread,
     # before any byte of the next controller: commands never change hands.
@@ -136,6 +141,7 @@ def build_link(
     )
     link = BcnpLink(parts)
     dispatcher.register(DRIVE_CMD_SPEC, link.handle_packet)
+    shared.on_link_lost = link.queue_lost_link
     return link
 
 
@@ -170,15 +176,18 @@ class BcnpLink:
         self.start_errors: list[str] = []
         self.telemetry_errors = 0
         self._telemetry_session: tuple[object, int] | None = None
+        # queue_lost_link(): the controller to end, noted in the tick under the queue's lock.
+        self._lost: tuple[TcpServer | UdpServer, Connection, float] | None = None
 
     # -- receive thread ----------------------------------------------------------------------
 
     def handle_packet(self, packet: PacketView, now: float) -> None:
-        """Dispatcher handler for commands: into the queue, then to the observer."""
-        self.parts.shared_queue.handle_packet(packet, now)
-        observer = self.packet_observer
-        if observer is not None:
-            observer(packet, now)
+        """Dispatcher handler for commands: into the queue, then to the observer
+        (not after a link loss: the queue refuses them)."""
+        if self.parts.shared_queue.handle_packet(packet, now):
+            observer = self.packet_observer
+            if observer is not None:
+                observer(packet, now)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -211,16 +220,31 @@ class BcnpLink:
         A controller that closes, resets or times out has its queue dropped by
         the receive thread when it goes (``on_controller_change``), so the robot
         stops in the next tick; clearing here instead could race with the next
-        controller's first packet.
+        controller's first packet. When the queue finds the link lost before the
+        receive thread does, the controller's server is told to end it here.
         """
         owner = self.owner
         active = cast("DriveCmd | None", self.parts.shared_queue.update(now))  # the only queued type
+        lost = self._lost
+        if lost is not None:
+            self._lost = None
+            server, link, silent_for = lost
+            server.end_lost_link(link, silent_for)
         self.connected = owner is not None and owner.link_alive(now)
         if active is None:
             self.command = None
         else:
             self.command = (_clamp(active.vx, self.max_vx), _clamp(active.omega, self.max_omega))
         return self.command
+
+    def queue_lost_link(self, silent_for: float) -> None:
+        """The queue declared the link lost (``SharedQueue.on_link_lost``: in the tick,
+        under the queue's lock). The controller whose packets stopped still owns its
+        server's link, if any: one that goes clears the queue, under this lock, before
+        another can take its place. :meth:`update` has its server end it."""
+        owner = self.owner
+        link = None if owner is None else owner.link
+        self._lost = None if owner is None or link is None else (owner, link, silent_for)
 
     def record_telemetry(
         self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float
@@ -289,6 +313,11 @@ class BcnpLink:
         if owner is not None:
             return owner.remote_hash
         return self.tcp.remote_hash if self.tcp.remote_hash is not None else self.udp.remote_hash
+
+    @property
+    def last_drop(self) -> str:
+        """``"ip:port: why"`` of the last controller that went, either transport ("" before)."""
+        return self.slot.last_drop
 
     def counter(self, name: str) -> int:
         """A transport counter summed over TCP and UDP."""

@@ -106,6 +106,18 @@ KEYS: tuple[Key, ...] = (
         "connections and datagrams refused from peers outside BCNP_ALLOWED_PEERS, both transports",
     ),
     Key(
+        "LinkLosses",
+        float,
+        lambda s: s.link.counter("link_losses"),
+        "controllers dropped (TCP) or unlocked (UDP) for link loss, both transports",
+    ),
+    Key(
+        "LastDrop",
+        str,
+        lambda s: s.link.last_drop,
+        '"ip:port: why" of the last controller that went (link lost, idle, closed or reset by the peer)',
+    ),
+    Key(
         "CmdLatencyP99Ms",
         float,
         lambda s: s.link.cmd_latency_ms.percentile(99),

@@ -19,7 +19,8 @@ byte or per queued message (a 65,535-message packet is one entry):
 * ``BCNP/Applied/Vx``, ``/Omega``: what the drivetrain applied after the
   acceleration limits, when it changes;
 * ``BCNP/Controller``: each controller that connects or goes (transport, peer,
-  both schema hashes, why it went);
+  both schema hashes; why it went: link lost, idle, closed or reset by the
+  peer);
 * ``BCNP/Refused``: each refused handshake or peer with its reason (several in
   one tick: the last, with how many);
 * ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost).
@@ -51,6 +52,9 @@ PREFIX = "BCNP/"
 #: Counters whose rise means a refused handshake or peer.
 _REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused", "peers_refused")
 _refusals = operator.attrgetter(*_REFUSALS)
+#: Counters whose rise means a controller went (the server's stop counts none).
+_DROPS = ("link_losses", "idle_drops", "disconnects")
+_drops = operator.attrgetter(*_DROPS)
 
 
 def log_dir(project_dir: Path) -> str:
@@ -79,7 +83,7 @@ def start_recording(project_dir: Path) -> DataLog:
 class _ServerWatch:
     """What one server looked like at the last tick."""
 
-    __slots__ = ("server", "controllers", "peer", "remote_hash", "disconnects", "idle_drops", "refusals")
+    __slots__ = ("server", "controllers", "peer", "remote_hash", "drops", "refusals")
 
     def __init__(self, server: TcpServer | UdpServer) -> None:
         self.server = server
@@ -87,8 +91,7 @@ class _ServerWatch:
         self.controllers = counters.controllers
         self.peer = server.peer_address
         self.remote_hash = server.remote_hash
-        self.disconnects = counters.disconnects
-        self.idle_drops = counters.idle_drops
+        self.drops = sum(_drops(counters))
         self.refusals = sum(_refusals(counters))
 
 
@@ -168,14 +171,11 @@ class BcnpRecorder:
         counters = server.counters
         peer = server.peer_address
         kind = server.kind
-        if watch.peer and peer != watch.peer:
-            if counters.idle_drops != watch.idle_drops:
-                why = "silent for the idle timeout"
-            elif counters.disconnects != watch.disconnects:
-                why = "closed or reset by the peer"
-            else:
-                why = "released"
-            self._controller.append(f"disconnected {kind} {format_address(watch.peer)}: {why}")
+        drops = sum(_drops(counters))
+        # A UDP peer unlocked for link loss may pair again before the next tick: same peer.
+        if drops != watch.drops or (watch.peer and peer != watch.peer):
+            # "ip:port: why" (link lost, idle, closed or reset by the peer, the server stopped).
+            self._controller.append(f"disconnected {kind} {server.last_drop}")
         if counters.controllers != watch.controllers:
             remote = server.remote_hash
             theirs = "?" if remote is None else f"0x{remote:08X}"
@@ -191,6 +191,5 @@ class BcnpRecorder:
             )
         watch.controllers = counters.controllers
         watch.peer = peer
-        watch.disconnects = counters.disconnects
-        watch.idle_drops = counters.idle_drops
+        watch.drops = drops
         watch.refusals = refusals

@@ -11,6 +11,7 @@ from bcnp.connection import (
     HandshakeFailure,
     HandshakeRejected,
     IdleTimeout,
+    LinkLost,
     LinkState,
     check_handshake,
     is_handshake_datagram,
@@ -190,3 +191,111 @@ def test_bad_timeouts_are_refused(schema: bcnp.Schema) -> None:
     for kwargs in ({"handshake_timeout": 0}, {"idle_timeout": -1}, {"link_timeout": -0.1}):
         with pytest.raises(ValueError):
             Connection(schema, opened_at=0.0, **kwargs)  # type: ignore[arg-type]
+
+
+# -- link loss (end_on_link_loss) ---------------------------------------------------------------
+
+
+def open_link(schema: bcnp.Schema, *, datagrams: bool = False, **kwargs: object) -> Link:
+    """A link opened at 0.0 that lost its link at 0.2 s without a packet (``end_on_link_loss``)."""
+    link = Link(schema, now=0.0, link_timeout=0.2, end_on_link_loss=True, datagrams=datagrams, **kwargs)
+    if datagrams:
+        link.conn.receive_datagram(encode_handshake(schema.hash), 0.0)
+    else:
+        link.conn.receive_data(encode_handshake(schema.hash), 0.0)
+    link.conn.accept(0.0)
+    return link
+
+
+def test_bytes_after_the_link_timeout_are_dropped_unparsed_and_the_link_closes(schema: bcnp.Schema) -> None:
+    link = open_link(schema)
+    conn = link.conn
+    packet = drive(schema, 3)
+    conn.receive_data(packet + packet[:9], 0.35)  # a packet, and a frame cut short
+    assert len(link.packets) == 1
+    burst = packet[9:] + packet * 4  # the rest of that frame, and what the host sent meanwhile
+    lost = conn.receive_data(burst, 0.6)
+    assert lost == LinkLost(0.2, pytest.approx(0.25), 9 + len(burst))  # type: ignore[arg-type]
+    assert str(lost) == "link lost: no packet for 0.250 s (link timeout 0.2 s)"
+    assert conn.state is LinkState.CLOSED and len(link.packets) == 1
+    assert conn.parser.bytes_received == len(packet) + 9  # not one byte of the burst was parsed
+    assert conn.receive_data(packet, 0.61) is None and len(link.packets) == 1  # closed for good
+    assert conn.check_deadlines(0.62) is None
+
+
+def test_at_the_boundary_the_link_and_the_queue_agree(schema: bcnp.Schema) -> None:
+    """Exactly the link timeout after the last packet is not over, for both; one microsecond
+    more is over for both (0.55 - 0.35 is 0.20000000000000007 in floats)."""
+    queue = bcnp.MessageQueue(bcnp.MessageQueueConfig(connection_timeout=0.2))
+    link = open_link(schema)
+    link.conn.on_packet = queue.handle_packet
+    conn = link.conn
+    conn.receive_data(drive(schema), 0.35)
+    assert queue.is_connected(0.55) and conn.check_deadlines(0.55) is None
+    assert conn.receive_data(drive(schema), 0.55) is None  # taken: the link is not lost
+    assert queue.last_receive_time == 0.55 and conn.state is LinkState.OPEN
+    assert queue.is_connected(0.75) and conn.receive_data(drive(schema), 0.75) is None
+    assert not queue.is_connected(0.950001)
+    assert isinstance(conn.receive_data(drive(schema), 0.950001), LinkLost)
+    assert queue.last_receive_time == 0.75 and conn.state is LinkState.CLOSED
+    # The same deadline without data: found by the owner's check.
+    other = open_link(schema).conn
+    other.receive_data(drive(schema), 0.35)
+    assert other.check_deadlines(0.55) is None
+    assert other.check_deadlines(0.550001) == LinkLost(0.2, pytest.approx(0.200001), 0)  # type: ignore[arg-type]
+    assert other.state is LinkState.CLOSED
+
+
+def test_before_the_first_packet_the_idle_timeout_applies_not_the_link_timeout(schema: bcnp.Schema) -> None:
+    """A host that handshakes and waits (or only listens) has no link to lose yet."""
+    link = open_link(schema, idle_timeout=5.0)
+    conn = link.conn
+    assert conn.check_deadlines(4.0) is None
+    assert conn.receive_data(drive(schema)[:5], 4.5) is None  # bytes, but no packet yet
+    assert conn.check_deadlines(9.5) is None and conn.state is LinkState.OPEN
+    assert conn.receive_data(drive(schema)[5:], 9.5) is None and len(link.packets) == 1
+    assert conn.check_deadlines(9.7) is None
+    assert isinstance(conn.check_deadlines(9.700001), LinkLost)
+
+
+def test_without_end_on_link_loss_late_bytes_are_parsed_as_the_reference_does(schema: bcnp.Schema) -> None:
+    link = Link(schema, now=0.0, link_timeout=0.2)
+    conn = link.conn
+    conn.receive_data(encode_handshake(schema.hash), 0.0)
+    conn.accept(0.0)
+    conn.receive_data(drive(schema), 0.1)
+    assert conn.check_deadlines(3.0) is None and not conn.link_alive(3.0)
+    assert conn.receive_data(drive(schema), 3.0) is None and len(link.packets) == 2
+
+
+def test_a_datagram_after_the_link_timeout_is_dropped_and_a_new_handshake_is_a_new_link(
+    schema: bcnp.Schema,
+) -> None:
+    link = open_link(schema, datagrams=True)
+    conn = link.conn
+    packet = drive(schema)
+    conn.receive_datagram(packet, 0.1)
+    assert conn.receive_datagram(packet, 0.3) is None and len(link.packets) == 2
+    assert conn.receive_datagram(packet, 0.500001) == LinkLost(0.2, pytest.approx(0.200001), len(packet))  # type: ignore[arg-type]
+    assert conn.state is LinkState.CLOSED and len(link.packets) == 2
+    assert conn.receive_datagram(encode_handshake(schema.hash), 0.6) is None  # closed: the owner pairs anew
+    # The peer's handshake after a loss is a LinkLost too: its owner unlocks it, then pairs it again.
+    again = open_link(schema, datagrams=True).conn
+    again.receive_datagram(packet, 0.1)
+    assert isinstance(again.receive_datagram(encode_handshake(schema.hash), 0.4), LinkLost)
+    fresh = Link(schema, now=0.4, datagrams=True, end_on_link_loss=True)
+    assert fresh.conn.receive_datagram(encode_handshake(schema.hash), 0.4) == HandshakeAccepted(schema.hash)
+    fresh.conn.accept(0.4)
+    fresh.conn.receive_datagram(packet, 0.45)
+    assert fresh.packets == [(packet, 0.45)]
+
+
+def test_the_owner_can_declare_the_link_lost(schema: bcnp.Schema) -> None:
+    """The robot's queue, at its tick, may find the loss before the link has seen the time."""
+    link = open_link(schema)
+    conn = link.conn
+    packet = drive(schema)
+    conn.receive_data(packet + packet[:4], 0.1)
+    assert conn.lose(0.25) == LinkLost(0.2, 0.25, 4)
+    assert conn.state is LinkState.CLOSED and conn.receive_data(packet, 0.2) is None
+    assert len(link.packets) == 1

@@ -247,7 +247,7 @@ def test_connections_that_never_handshake_time_out_and_free_their_slots(rigs: Ca
     ctrl = rig.tcp_controller()  # takes the freed pending slot, then the link
     ctrl.sendall(drive_packet(0, 2))
     wait_until(lambda: len(rig.packets) == 1)
-    rig.clock.advance(0.25)  # now the stalled peer is past its deadline too
+    rig.clock.advance(0.1)  # now the stalled peer is past its deadline too (the link timeout is not)
     assert peer_closed(stalled)
     wait_until(lambda: rig.tcp.counters.handshake_timeouts == 2)
     assert "(7 of 8 bytes)" in rig.tcp.status().last_reject
@@ -277,8 +277,9 @@ def test_controller_gone_silent_is_dropped_after_the_idle_timeout(
 ) -> None:
     """A controller that handshakes, sends, then goes silent: kept while it sends (keepalives
     count), dropped (TCP) or unlocked (UDP) just past idle_timeout after its last packet, its
-    queue cleared, and the shared slot free for a controller on the other transport."""
-    rig = rigs(idle_timeout=2.0)
+    queue cleared, and the shared slot free for a controller on the other transport. As the
+    reference: without end_on_link_loss (by default the link timeout ends it first, below)."""
+    rig = rigs(idle_timeout=2.0, end_on_link_loss=False)
     server = rig.tcp if transport == "tcp" else rig.udp
     reader = rig.tcp_clock if transport == "tcp" else rig.udp_clock
     zombie, send = rig.controller(transport)
@@ -524,13 +525,13 @@ def test_udp_datagrams_from_other_sources_never_reach_the_queue(rigs: Callable[.
 
     # Foreign datagrams are no sign of life: the owner's last packet is what counts.
     last = rig.clock()
-    rig.clock.advance(1.5)
+    rig.clock.advance(0.15)
     for intruder in intruders:
         intruder.send(drive_packet(9200, 1))
     wait_until(lambda: rig.udp.counters.foreign_datagrams == (rounds + 1) * len(intruders))
     assert rig.dispatcher.last_receive_time == last and rig.queue.last_receive_time == last
-    rig.clock.advance(0.75)
-    wait_until(lambda: rig.udp.counters.idle_drops == 1, what="the unlock")
+    rig.clock.advance(0.1)  # 0.25 s after the owner's last packet: past the link timeout
+    wait_until(lambda: rig.udp.counters.link_losses == 1, what="the unlock")
     for sock in (owner, *intruders):
         sock.setblocking(False)
         if sock is not owner:
@@ -575,7 +576,7 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
         for k in range(32):
             telemetry.record(TELEMETRY.message_from_raw((tick, -tick, k, -k, 32 * tick + k)))
         telemetry.tick()
-        if tick % 25 == 0:  # a command every 0.5 s; it must get through while telemetry is stuck
+        if tick % 8 == 0:  # a command every 0.16 s (within the link timeout), through the stuck telemetry
             sock.sendall(drive_packet(sent_commands, 1))
             sent_commands += 1
             wait_until(lambda n=sent_commands: len(rig.packets) == n)
@@ -602,6 +603,128 @@ def test_peer_that_never_reads_telemetry_cannot_grow_the_send_buffer(rigs: Calla
     wait_until(lambda: rig.tcp.send_buffered == 0)
     assert open_and_quiet(sock)
     sock.close()
+
+
+# -- A8: link loss: nothing sent before it may start --------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_a_burst_after_a_link_loss_never_reaches_the_queue(rigs: Callable[..., Rig], transport: str) -> None:
+    """A controller goes silent (a proxy holds the link); the robot drops it (TCP) or unlocks
+    it (UDP) just past the link timeout after its last packet, exactly when the queue stops,
+    its commands cleared at once. The burst the network then delivers reaches neither the
+    parser nor the queue: over TCP the connection is gone, over UDP each datagram is dropped
+    and counted until the peer handshakes again, which pairs it with an empty queue."""
+    rig = rigs()
+    server = rig.tcp if transport == "tcp" else rig.udp
+    reader = rig.tcp_clock if transport == "tcp" else rig.udp_clock
+    sock, send = rig.controller(transport)
+    send(drive_packet(0, 3, duration_ms=500))
+    wait_until(lambda: len(rig.packets) == 1)
+    assert ident(rig.shared.update(rig.clock())) == 0
+
+    rig.clock.advance(0.2)  # exactly the link timeout: neither stops yet
+    reader.settle()
+    assert server.status().handshaken and rig.queue.is_connected(rig.clock())
+    rig.clock.advance(0.000001)
+    wait_until(lambda: server.counters.link_losses == 1, what="the link loss")
+    assert not rig.queue.is_connected(rig.clock())
+    status = server.status()
+    assert not status.handshaken and rig.slot.owner is None
+    assert rig.queue.active() is None and rig.queue.size() == 0  # cleared at the drop, not by a tick
+    assert status.idle_drops == status.disconnects == 0
+    assert status.last_drop.endswith(": link lost: no packet for 0.200 s (link timeout 0.2 s)")
+
+    received, bytes_in = rig.dispatcher.packets_received, status.bytes_in
+    burst = [drive_packet(10 + 5 * k, 5) for k in range(4)]
+    if transport == "tcp":
+        with contextlib.suppress(OSError):  # the robot's close may already have reset it
+            for packet in burst:
+                sock.sendall(packet)
+        assert peer_closed(sock)
+    else:
+        for packet in burst:
+            sock.send(packet)
+        wait_until(lambda: rig.udp.counters.unpaired_datagrams == len(burst))
+        sock.send(HANDSHAKE)  # the host handshakes again: a new link
+        assert sock.recv(100) == HANDSHAKE
+        assert rig.udp.status().controllers == 2 and rig.queue.size() == 0
+        sock.send(drive_packet(40, 2))
+        wait_until(lambda: rig.dispatcher.packets_received == received + 1)
+        assert [ident(m) for m in rig.shared.drain()] == [40, 41]
+        received += 1
+    assert rig.dispatcher.packets_received == received and server.counters.parse_errors == 0
+    assert server.counters.bytes_in == bytes_in + (len(drive_packet(40, 2)) if transport == "udp" else 0)
+    assert server.counters.link_losses == 1
+    sock.close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_the_robot_can_end_a_link_its_server_still_thinks_alive(
+    rigs: Callable[..., Rig], transport: str
+) -> None:
+    """The queue may find the loss first (a packet read just inside the timeout is queued
+    after the tick that stopped the robot): ``end_lost_link`` has the receive thread end that
+    controller; asked for a link that has gone already, it does nothing."""
+    rig = rigs()
+    server = rig.tcp if transport == "tcp" else rig.udp
+    sock, send = rig.controller(transport)
+    send(drive_packet(0, 2))
+    wait_until(lambda: len(rig.packets) == 1)
+    link = server.link
+    assert link is not None
+    server.end_lost_link(link, 0.21)
+    wait_until(lambda: server.counters.link_losses == 1, what="the requested drop")
+    status = server.status()
+    assert not status.handshaken and rig.slot.owner is None and rig.queue.size() == 0
+    assert status.last_drop == (
+        f"127.0.0.1:{sock.getsockname()[1]}: link lost: no packet for 0.210 s (link timeout 0.2 s)"
+    )
+    assert rig.slot.last_drop == status.last_drop
+    if transport == "tcp":
+        assert peer_closed(sock)
+    sock.close()
+
+    nxt, send_next = rig.controller(transport)
+    server.end_lost_link(link, 0.3)  # the old link: nothing happens to the new controller
+    send_next(drive_packet(10, 1))
+    wait_until(lambda: len(rig.packets) == 2)
+    (rig.tcp_clock if transport == "tcp" else rig.udp_clock).settle()
+    assert server.status().handshaken and server.counters.link_losses == 1
+    assert [ident(m) for m in rig.shared.drain()] == [10]
+    nxt.close()
+
+
+def test_once_the_queue_declared_the_link_lost_it_refuses_packets_until_the_controller_changes() -> None:
+    """The receive thread stamps bytes when it reads them, then yields to the tick before it
+    queues their packets: a packet read just inside the link timeout can reach the queue after
+    the tick that stopped the robot. With end_on_link_loss it is refused there, under the lock
+    the tick takes, and the robot is told once, to end the controller."""
+    told: list[float] = []
+    shared = SharedQueue(MessageQueue(), end_on_link_loss=True, on_link_lost=told.append)
+    shared.handle_packet(bcnp.decode_packet(SCHEMA, drive_packet(0, 1, duration_ms=1000)), 10.0)
+    assert ident(shared.update(10.2)) == 0  # exactly the link timeout: still running
+    assert shared.update(10.21) is None and shared.link_lost
+    assert told == [pytest.approx(0.21)]
+    late = bcnp.decode_packet(SCHEMA, drive_packet(1, 1, duration_ms=1000))
+    assert not shared.handle_packet(late, 10.199)  # read before the tick, queued after it
+    assert shared.refused_after_loss == 1 and shared.queue.size() == 0
+    assert shared.update(10.22) is None and shared.update(10.3) is None and len(told) == 1
+    shared.clear()  # the controller went (or another came): its loss goes with it
+    assert shared.handle_packet(late, 10.4) and ident(shared.update(10.4)) == 1
+    assert not shared.link_lost and told == [pytest.approx(0.21)]
+
+    # Only a controller's packets make a link: a local source keeping the queue alive does not.
+    local = SharedQueue(MessageQueue(), end_on_link_loss=True, on_link_lost=told.append)
+    local.queue.notify_received(10.0)
+    local.push_batch(commands(0, 1, duration_ms=1000))
+    assert ident(local.update(10.1)) == 0
+    assert local.update(10.5) is None and not local.link_lost and len(told) == 1
+    # Without end_on_link_loss (the reference): nothing is refused.
+    reference = SharedQueue(MessageQueue())
+    reference.handle_packet(late, 10.0)
+    assert reference.update(10.5) is None and reference.handle_packet(late, 10.6)
+    assert ident(reference.update(10.6)) == 1
 
 
 # -- B: limits not covered end to end elsewhere ----------------------------------------------------------

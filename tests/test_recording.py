@@ -100,7 +100,7 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
     connected = [c for c in log["BCNP/Controller"] if peer in str(c)]
     assert connected == [
         f"connected tcp {peer}, schema 0x{SCHEMA.hash:08X} (ours 0x{SCHEMA.hash:08X})",
-        f"disconnected tcp {peer}: closed or reset by the peer",
+        f"disconnected tcp {peer}: closed by the peer",
     ]
     refused = str(log["BCNP/Refused"][-1])
     assert refused.startswith("tcp 127.0.0.1:") and f"0x{test_schema.hash:08X}" in refused
@@ -108,6 +108,20 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
     # Link loss; NetworkTables (the Network/* keys) recorded alongside.
     assert log["BCNP/Connected"][-2:] == [True, False]
     assert any(name.startswith("NT:/SmartDashboard/Network/") for name in log)
+
+
+def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None:
+    sim.tick()
+    host = sim.connect()
+    peer = f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
+    sim.deliver(host.send, [cmd(1.0, ms=5000)], clear_queue=True)
+    sim.tick(11)  # silent: 220 ms after the last packet
+    wait_until(lambda: sim.link.counter("link_losses") == 1, what="the link loss")
+    sim.tick()
+    host.close()
+    gone = f"disconnected tcp {peer}: link lost: no packet for 0.220 s (link timeout 0.2 s)"
+    log = read_log_when(lambda log: gone in log["BCNP/Controller"])
+    assert [c for c in log["BCNP/Controller"] if peer in str(c)][-1] == gone
 
 
 def test_a_flood_of_bytes_is_one_entry_per_packet(sim: Sim) -> None:

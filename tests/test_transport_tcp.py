@@ -222,11 +222,10 @@ def test_only_the_first_of_two_pending_handshakes_becomes_controller(robot: Robo
 
 
 def test_zombie_controller_is_dropped_after_the_idle_timeout(schema: bcnp.Schema) -> None:
+    """Handshaken, then not one packet: no link to lose, so the idle timeout applies."""
     robot = make_robot(schema, idle_timeout=1.0)
     try:
         sock = robot.connect()
-        sock.sendall(drive_packet(schema))
-        wait_until(lambda: len(robot.packets) == 1)
         robot.clock.advance(0.9)
         time.sleep(0.1)  # a few polls of the receive thread: still inside the timeout
         assert robot.server.status().handshaken
@@ -236,6 +235,48 @@ def test_zombie_controller_is_dropped_after_the_idle_timeout(schema: bcnp.Schema
         status = robot.server.status()
         assert status.idle_drops == 1 and not status.handshaken
         with robot.connect():
+            assert robot.server.status().controllers == 2
+    finally:
+        robot.server.stop()
+
+
+def test_a_burst_after_the_link_timeout_is_never_parsed_and_the_connection_is_reset(
+    schema: bcnp.Schema,
+) -> None:
+    """Bytes a host sent before a drop arrive together after it, on the same connection: the
+    robot had declared the link lost (no packet for 200 ms), so not one of them is parsed;
+    the connection is closed with most of them unread, which resets it, and the host
+    connects again."""
+    # Nothing wakes the receive thread but the burst (no polls): it is the receive-time
+    # check that finds the loss; and it reads 64 bytes at a time, so most of the burst is
+    # still unread when it closes.
+    robot = make_robot(schema, poll_interval=60.0, recv_size=64)
+    try:
+        sock = robot.connect()
+        first = drive_packet(schema)
+        sock.sendall(first)
+        wait_until(lambda: len(robot.packets) == 1)
+        robot.clock.advance(0.250)
+        burst = drive_packet(schema, 5) * 4
+        sock.sendall(burst)
+        wait_until(lambda: robot.server.counters.link_losses == 1, what="the link loss")
+        status = robot.server.status()
+        assert len(robot.packets) == 1 and robot.queue.size() == 3
+        assert not status.handshaken and status.bytes_in == len(first) and status.parse_errors == 0
+        assert status.discarded_bytes == 64  # the first read; the rest went unread with the socket
+        assert status.idle_drops == status.disconnects == 0
+        assert status.last_drop == (
+            f"127.0.0.1:{sock.getsockname()[1]}: link lost: no packet for 0.250 s (link timeout 0.2 s)"
+        )
+        if sys.platform.startswith("linux"):  # Linux resets a connection closed with unread bytes
+            sock.settimeout(5)
+            with pytest.raises(ConnectionResetError):
+                sock.recv(100)
+        assert peer_closed(sock)
+        sock.close()
+        with robot.connect() as again:  # a new connection is a new link
+            again.sendall(drive_packet(schema, 2))
+            wait_until(lambda: len(robot.packets) == 2)
             assert robot.server.status().controllers == 2
     finally:
         robot.server.stop()

@@ -149,11 +149,10 @@ def test_one_datagram_may_hold_several_packets(robot: Robot) -> None:
 
 
 def test_silent_peer_is_unlocked_and_another_can_pair(schema: bcnp.Schema) -> None:
+    """Paired, then not one packet: no link to lose, so the idle timeout applies."""
     robot = make_robot(schema, idle_timeout=1.0)
     try:
         first = robot.pair()
-        first.send(drive_packet(schema))
-        wait_until(lambda: len(robot.packets) == 1)
         robot.clock.advance(0.9)
         time.sleep(0.1)
         assert robot.server.status().handshaken
@@ -163,11 +162,47 @@ def test_silent_peer_is_unlocked_and_another_can_pair(schema: bcnp.Schema) -> No
         with robot.pair() as second:
             assert robot.server.status().controllers == 2
             second.send(drive_packet(schema, 4))
-            wait_until(lambda: len(robot.packets) == 2)
+            wait_until(lambda: len(robot.packets) == 1)
             first.send(drive_packet(schema, 5))  # the old peer is now the foreign one
             wait_until(lambda: robot.server.status().foreign_datagrams == 1)
         first.close()
-        assert [p.count for p in robot.packets] == [3, 4]
+        assert [p.count for p in robot.packets] == [4]
+    finally:
+        robot.server.stop()
+
+
+def test_after_a_link_loss_the_peer_must_handshake_again(schema: bcnp.Schema) -> None:
+    """No packet for 200 ms: the peer is unlocked. What it sends afterwards is dropped and
+    counted, never parsed, until its next handshake, which pairs it again."""
+    robot = make_robot(schema, poll_interval=60.0)  # no polls: the late datagram finds the loss
+    try:
+        with robot.pair() as sock:
+            sock.send(drive_packet(schema, 1))
+            wait_until(lambda: len(robot.packets) == 1)
+            robot.clock.advance(0.2)
+            sock.send(drive_packet(schema, 2))  # exactly the link timeout: not over
+            wait_until(lambda: len(robot.packets) == 2)
+            robot.clock.advance(0.3)
+            late = drive_packet(schema, 3)
+            sock.send(late)
+            wait_until(lambda: robot.server.counters.link_losses == 1, what="the link loss")
+            status = robot.server.status()
+            assert not status.handshaken and status.discarded_bytes == len(late)
+            assert status.last_drop == (
+                f"127.0.0.1:{sock.getsockname()[1]}: link lost: no packet for 0.300 s (link timeout 0.2 s)"
+            )
+            for n in (4, 5):
+                sock.send(drive_packet(schema, n))
+            wait_until(lambda: robot.server.counters.unpaired_datagrams == 2)
+            assert [p.count for p in robot.packets] == [1, 2]
+            assert robot.server.counters.bytes_in == sum(len(drive_packet(schema, n)) for n in (1, 2))
+            sock.send(encode_handshake(schema.hash))  # the same peer, a new handshake: a new link
+            assert sock.recv(100) == encode_handshake(schema.hash)
+            sock.send(drive_packet(schema, 6))
+            wait_until(lambda: len(robot.packets) == 3)
+            status = robot.server.status()
+            assert status.handshaken and status.controllers == 2 and status.link_losses == 1
+        assert [p.count for p in robot.packets] == [1, 2, 6]
     finally:
         robot.server.stop()
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..connection import Connection, HandshakeAccepted, HandshakeRejected
+from ..connection import Connection, HandshakeAccepted, HandshakeRejected, LinkLost
 from ..parser import SEARCH_STEP
 from ..schema import Schema
 from ..wire import ErrorInfo, PacketView
@@ -58,11 +58,14 @@ class ControllerSlot:
 
     Each server holds the slot while its controller is live and releases it
     when the controller goes; a server that cannot acquire it refuses its peer.
+    ``last_drop`` is the servers' ``last_drop`` of the last controller that
+    went, whichever transport it used.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner: object | None = None
+        self.last_drop = ""
 
     def acquire(self, owner: object) -> bool:
         with self._lock:
@@ -283,6 +286,10 @@ class ServerBase:
         self._peer: tuple[object, ...] | None = None
         self.remote_hash: int | None = None
         self.last_reject = ""
+        #: ``"ip:port: why"`` of the last controller that went (link lost, idle, closed, reset).
+        self.last_drop = ""
+        # end_lost_link(): a link the robot found lost, and for how long it had been silent.
+        self._lost_link: tuple[Connection, float] | None = None
         self.last_internal_error: BaseException | None = None
         self.last_send_error: BaseException | None = None
         #: Nice increase the receive thread applied to itself (see TransportConfig.receive_nice).
@@ -412,6 +419,7 @@ class ServerBase:
             max_messages=sink.max_messages,
             # With the robot loop to yield to, no call searches more than a step.
             search_budget=SEARCH_STEP if self.pause is not None else None,
+            end_on_link_loss=cfg.end_on_link_loss,
         )
 
     def _on_parse_error(self, info: ErrorInfo) -> None:
@@ -420,23 +428,53 @@ class ServerBase:
             pause()
         self.counters.parse_errors += 1
 
-    def _feed(self, link: Connection, data: bytes, now: float) -> None:
+    def _feed(self, link: Connection, data: bytes, now: float) -> LinkLost | None:
         """Hand received bytes to the controller's link. When the robot loop may need
         the interpreter: ``SEARCH_STEP`` bytes at a time, and a search the link's
-        budget cut short goes on a step at a time, with a pause between steps."""
-        self.counters.bytes_in += len(data)
+        budget cut short goes on a step at a time, with a pause between steps.
+
+        :class:`LinkLost` when the bytes came after the link was lost: none of them
+        was parsed (nor counted in ``bytes_in``), and the caller drops the controller."""
         pause = self.pause
         if pause is None:
-            link.receive_data(data, now)
-            return
+            outcome = link.receive_data(data, now)
+            if isinstance(outcome, LinkLost):
+                return outcome
+            self.counters.bytes_in += len(data)
+            return None
         with memoryview(data) as view:
             for start in range(0, len(data), SEARCH_STEP):
                 if start:
                     pause()
-                link.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
+                outcome = link.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
+                if isinstance(outcome, LinkLost):  # only the first step can find it: the rest go too
+                    rest = len(data) - min(SEARCH_STEP, len(data))
+                    return LinkLost(outcome.link_timeout, outcome.silent_for, outcome.discarded + rest)
                 while link.search_pending:
                     pause()
                     link.resume()
+        self.counters.bytes_in += len(data)
+        return None
+
+    def end_lost_link(self, link: Connection, silent_for: float) -> None:
+        """The robot found ``link`` lost first: its queue, at its tick, had no packet
+        for the link timeout (``silent_for`` seconds) while the receive thread had not
+        yet looked. The receive thread ends that controller as if it had found the
+        loss itself, unless it has gone already. Any thread; never blocks."""
+        self._lost_link = (link, silent_for)
+        waker = self._waker
+        if waker is not None:
+            waker.wake()
+
+    def _lost_by_request(self) -> LinkLost | None:
+        """Receive thread: the loss :meth:`end_lost_link` asked for, if its link is
+        still the controller's (the link is closed here; the caller drops it)."""
+        request = self._lost_link
+        if request is None:
+            return None
+        self._lost_link = None
+        link, silent_for = request
+        return link.lose(silent_for) if link is self._link else None
 
     def _take_controller(self, link: Connection, peer: tuple[object, ...], now: float) -> None:
         """A verified peer becomes the controller (slot already held): the previous
@@ -449,15 +487,23 @@ class ServerBase:
         self.counters.bytes_in += link.accept(now)
 
     def _end_controller(
-        self, counter: str | None = None, close_socket: Callable[[], object] | None = None
+        self,
+        why: str,
+        counter: str | None = None,
+        close_socket: Callable[[], object] | None = None,
+        discarded: int = 0,
     ) -> None:
         """The controller went away: nobody to send to, its socket closed, its
         partial frame and its commands dropped, the slot freed (after those:
-        another server could take it and deliver), and ``counter`` counted, all
-        under the send lock, which :meth:`status` takes too: a peer that sees
-        the socket close, or a status that shows no controller, sees all of it."""
+        another server could take it and deliver), ``why`` noted and ``counter``
+        counted, all under the send lock, which :meth:`status` takes too: a peer
+        that sees the socket close, or a status that shows no controller, sees
+        all of it. ``discarded``: bytes dropped besides the partial frame."""
         with self._send_lock:
-            link, self._link, self._peer = self._link, None, None
+            link, peer, self._link, self._peer = self._link, self._peer, None, None
+            self._lost_link = None
+            self.last_drop = self.slot.last_drop = f"{format_address(peer)}: {why}"
+            self.counters.discarded_bytes += discarded
             if close_socket is not None:
                 close_socket()
             if link is not None:
@@ -546,6 +592,7 @@ class ServerBase:
                 peer=format_address(self._peer),
                 remote_hash=self.remote_hash,
                 last_reject=self.last_reject,
+                last_drop=self.last_drop,
             )
             for name in COUNTER_NAMES:
                 setattr(status, name, getattr(counters, name))

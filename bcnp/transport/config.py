@@ -65,6 +65,12 @@ class TransportConfig:
     #: when the CPUs are busy, the scheduler runs the robot loop first and a
     #: flood is parsed with what is left. 0 leaves the priority alone.
     receive_nice: int = 5
+    #: A controller whose link is lost (no packet for the link timeout) is
+    #: dropped (TCP: the connection is closed, unread bytes and all) or unlocked
+    #: (UDP: it must handshake again), so nothing it sent before the loss can
+    #: start late when the network gives it back. ``False``: the reference's
+    #: behaviour (the link is kept, and a late burst runs from the next tick).
+    end_on_link_loss: bool = True
     #: Who may become controller: IP addresses or CIDR subnets ("10.12.34.0/24",
     #: "127.0.0.1"); empty: anyone. Anyone else is closed at accept (TCP) or
     #: ignored (UDP), never answered.
@@ -124,7 +130,8 @@ class TransportCounters:
     peers_refused: int = 0  # connections (TCP) or datagrams (UDP) from a peer outside allowed_peers
     idle_drops: int = 0  # controllers dropped (TCP) or unlocked (UDP) after idle_timeout
     disconnects: int = 0  # controllers that closed or reset the connection
-    discarded_bytes: int = 0  # bytes of a partial frame dropped when a controller went
+    link_losses: int = 0  # controllers dropped (TCP) or unlocked (UDP): no packet for the link timeout
+    discarded_bytes: int = 0  # bytes dropped when a controller went: a partial frame, what came after a loss
     foreign_datagrams: int = 0  # UDP: datagrams from a source other than the locked peer
     unpaired_datagrams: int = 0  # UDP: non-handshake datagrams before pairing
     send_refused: int = 0  # packets refused because the send buffer was full
@@ -149,3 +156,4 @@ class TransportStatus(TransportCounters):
     peer: str = ""  # "ip:port" of that controller, "" when none
     remote_hash: int | None = None  # hash field of the last handshake received (good or bad)
     last_reject: str = ""  # why the last handshake or peer was refused
+    last_drop: str = ""  # "ip:port: why" of the last controller that went (link lost, idle, closed, reset)

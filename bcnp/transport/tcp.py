@@ -6,7 +6,9 @@ peer's hash matched. Each connection is a :class:`~bcnp.connection.Connection`,
 which decides the handshake (the magic is checked too) and frames packets; not
 one byte from a peer whose handshake failed reaches the parser. Bytes that
 follow the handshake in the same segment are data. A peer outside
-``allowed_peers`` is closed at accept, before our handshake.
+``allowed_peers`` is closed at accept, before our handshake. A controller
+whose link is lost (no packet for the link timeout) is closed with whatever
+it sent still unread (``end_on_link_loss``): it must connect again.
 
 Outgoing packets (telemetry) are written from the robot thread without
 blocking: what the kernel does not take at once waits in a bounded buffer that
@@ -22,7 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ..connection import Connection, HandshakeRejected, IdleTimeout
+from ..connection import Connection, HandshakeRejected, IdleTimeout, LinkLost
 from .base import ServerBase, Waker, format_address, log
 
 __all__ = ["TcpServer"]
@@ -81,6 +83,10 @@ class TcpServer(ServerBase):
 
     def _serve(self, waker: Waker) -> None:
         events = self._sel.select(self.config.poll_interval)
+        controller = self._controller
+        if controller is not None and (lost := self._lost_by_request()) is not None:
+            # Before this wake-up reads: what it sent since is not even parsed.
+            self._drop(controller, str(lost), "link_losses", lost.discarded)
         for key, mask in events:
             tag = key.data
             if tag is _LISTEN:
@@ -171,7 +177,7 @@ class TcpServer(ServerBase):
             return
         now = self.clock()
         outcome = conn.link.receive_data(data, now)
-        if outcome is None:
+        if outcome is None or isinstance(outcome, LinkLost):  # undecided (no packet yet: nothing to lose)
             return
         self._note_handshake(outcome, conn.address)
         if isinstance(outcome, HandshakeRejected):
@@ -207,12 +213,15 @@ class TcpServer(ServerBase):
             except BlockingIOError:
                 return
             except OSError as exc:
-                self._drop(conn, f"reset ({exc})", "disconnects")
+                self._drop(conn, f"reset by the peer ({exc.strerror or exc})", "disconnects")
                 return
             if not data:
-                self._drop(conn, "closed by peer", "disconnects")
+                self._drop(conn, "closed by the peer", "disconnects")
                 return
-            feed(link, data, clock())
+            lost = feed(link, data, clock())
+            if lost is not None:
+                self._drop(conn, str(lost), "link_losses", lost.discarded)
+                return
             if len(data) < size:
                 return
 
@@ -264,16 +273,20 @@ class TcpServer(ServerBase):
         controller = self._controller
         if controller is not None:
             event = controller.link.check_deadlines(now)
-            if isinstance(event, IdleTimeout):
-                self._drop(controller, f"silent for {event.idle_timeout:g} s", "idle_drops")
+            if isinstance(event, LinkLost):
+                self._drop(controller, str(event), "link_losses", event.discarded)
+            elif isinstance(event, IdleTimeout):
+                self._drop(controller, f"idle: silent for {event.idle_timeout:g} s", "idle_drops")
 
     def _close_pending(self, conn: _Peer) -> None:
-        self._pending.remove(conn)
         self._sel.unregister(conn.sock)
         conn.sock.close()
+        self._pending.remove(conn)  # last: whoever sees it gone sees it closed
 
-    def _drop(self, conn: _Peer, reason: str, counter: str) -> None:
-        """The controller went away: free the link for the next one and count why."""
+    def _drop(self, conn: _Peer, reason: str, counter: str, discarded: int = 0) -> None:
+        """The controller went away: free the link for the next one and count why.
+        Its socket is closed with what it sent still unread: the kernel resets
+        the connection, and the host knows it must connect again."""
         self._sel.unregister(conn.sock)
 
         def close_socket() -> None:
@@ -281,7 +294,7 @@ class TcpServer(ServerBase):
             conn.sock.close()
             conn.out.clear()
 
-        self._end_controller(counter, close_socket)
+        self._end_controller(reason, counter, close_socket, discarded)
         log.info("BCNP tcp: controller %s dropped: %s", format_address(conn.address), reason)
 
     def _close_all(self) -> None:
@@ -295,7 +308,7 @@ class TcpServer(ServerBase):
                 self._controller = None
                 controller.sock.close()
 
-            self._end_controller(close_socket=close_socket)
+            self._end_controller("the server stopped", close_socket=close_socket)
         self._sel.close()
         self._listener.close()
 

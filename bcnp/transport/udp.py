@@ -7,7 +7,9 @@ before pairing: until a peer has sent
 the exact 8-byte handshake with our hash, every datagram is dropped and
 counted. The handshake locks that peer (address and port); datagrams from any
 other source are dropped and counted, never parsed. A locked peer silent for
-``idle_timeout`` is unlocked so another can pair. A source outside
+``idle_timeout`` is unlocked so another can pair; one whose link is lost (no
+packet for the link timeout) is unlocked at once (``end_on_link_loss``), and
+what it sends afterwards is dropped until it handshakes again. A source outside
 ``allowed_peers`` is ignored altogether: never answered, paired or parsed.
 
 Each datagram from the locked peer is fed to the parser as it is (one may hold
@@ -23,7 +25,7 @@ import selectors
 import socket
 from collections import deque
 
-from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, is_handshake_datagram
+from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, LinkLost, is_handshake_datagram
 from ..wire import encode_handshake
 from .base import ServerBase, Waker, format_address, log
 
@@ -70,7 +72,11 @@ class UdpServer(ServerBase):
         return int(sock.getsockname()[1])
 
     def _serve(self, waker: Waker) -> None:
-        for key, _mask in self._sel.select(self.config.poll_interval):
+        events = self._sel.select(self.config.poll_interval)
+        if self._link is not None and (lost := self._lost_by_request()) is not None:
+            # Before reading: what it sent after the robot stopped waits for a new handshake.
+            self._unlock(str(lost), "link_losses", lost.discarded)
+        for key, _mask in events:
             if key.data is _SOCK:
                 self._read()
             else:
@@ -80,8 +86,12 @@ class UdpServer(ServerBase):
                 self.pause()  # deferred sends: once the tick is over
             self._send_queued()
         link = self._link
-        if link is not None and isinstance(event := link.check_deadlines(self.clock()), IdleTimeout):
-            self._unlock(f"silent for {event.idle_timeout:g} s", "idle_drops")
+        if link is not None:
+            event = link.check_deadlines(self.clock())
+            if isinstance(event, LinkLost):
+                self._unlock(str(event), "link_losses", event.discarded)
+            elif isinstance(event, IdleTimeout):
+                self._unlock(f"idle: silent for {event.idle_timeout:g} s", "idle_drops")
 
     def _read(self) -> None:
         recvfrom = self._sock.recvfrom
@@ -110,12 +120,18 @@ class UdpServer(ServerBase):
             now = clock()
             if is_handshake_datagram(data):
                 outcome = link.receive_datagram(data, now)
-                if outcome is not None:
+                if isinstance(outcome, LinkLost):
+                    # Lost first, then asking again: a new pairing, with an empty queue.
+                    self._unlock(str(outcome), "link_losses", outcome.discarded - len(data))
+                    self._pair(data, source)
+                elif outcome is not None:
                     self._note_handshake(outcome, source)
                     if not isinstance(outcome, HandshakeRejected):
                         self._answer(source)
                 continue
-            self._feed(link, data, now)
+            lost = self._feed(link, data, now)
+            if lost is not None:
+                self._unlock(str(lost), "link_losses", lost.discarded)
 
     def _pair(self, data: bytes, source: tuple[object, ...]) -> None:
         if not is_handshake_datagram(data):
@@ -124,7 +140,7 @@ class UdpServer(ServerBase):
         now = self.clock()
         link = self._new_link(now, datagrams=True)
         outcome = link.receive_datagram(data, now)
-        if outcome is None:  # pragma: no cover - a handshake datagram always decides a new link
+        if outcome is None or isinstance(outcome, LinkLost):  # pragma: no cover - a new link decides it
             return
         self._note_handshake(outcome, source)
         if isinstance(outcome, HandshakeRejected):
@@ -178,14 +194,14 @@ class UdpServer(ServerBase):
                 self.counters.send_failures += 1
                 self.last_send_error = exc
 
-    def _unlock(self, reason: str, counter: str | None = None) -> None:
+    def _unlock(self, reason: str, counter: str | None = None, discarded: int = 0) -> None:
         peer = self._peer
-        self._end_controller(counter, self._drop_queued)
+        self._end_controller(reason, counter, self._drop_queued, discarded)
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:
         if self._peer is not None:
-            self._end_controller(close_socket=self._drop_queued)
+            self._end_controller("the server stopped", close_socket=self._drop_queued)
         self._sel.close()
         with self._send_lock:
             self._sock.close()
