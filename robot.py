@@ -36,7 +36,6 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link = build_link()
         self.recorder = BcnpRecorder(log, self.link)
         self.link.packet_observer = self.recorder.packet
-        self.link.start()
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
         # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
@@ -47,6 +46,9 @@ class BcnpRobot(wpilib.TimedRobot):
         # for milliseconds while it walks tens of thousands of objects.
         gc.collect()
         gc.freeze()
+        # Listen last: a host that connects the moment the robot listens has its
+        # first command started at the first tick, which follows robotInit's end.
+        self.link.start()
 
     def robotPeriodic(self) -> None:
         # While the tick runs, the receive threads wait between packets

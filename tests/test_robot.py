@@ -7,8 +7,10 @@ and the test waits until the robot's receive thread has taken them in.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import ntcore
 import pytest
 import rev
 import wpilib
-from support import free_port, wait_until
+from support import free_port, peer_closed, recv_exactly, wait_until
 from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 from wpimath.controller import PIDController
@@ -26,7 +28,7 @@ import bcnp
 import constants
 import physics
 from bcnp.host.client import Client, SchemaMismatchError
-from messages import SCHEMA, DriveCmd
+from messages import DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
 from subsystems.drivetrain_io import KitbotIO
 
 TICK = 0.02
@@ -70,7 +72,10 @@ class Sim:
     # -- host side -----------------------------------------------------------------------------
 
     def connect(self, udp: bool = False, schema: bcnp.Schema = SCHEMA, **kwargs: object) -> Client:
+        """A host that never reconnects by itself: simulated time stands still between
+        steps, and a wall-clock telemetry silence is not a lost link here."""
         port = self.link.udp.port if udp else self.link.tcp.port
+        kwargs.setdefault("reconnect", False)
         client = Client(schema, "127.0.0.1", port, udp=udp, keepalive_interval=None, **kwargs)  # type: ignore[arg-type]
         client.connect()
         wait_until(lambda: self.link.slot.owner is not None, what="the robot to take the controller")
@@ -261,6 +266,120 @@ def test_a_new_controller_never_inherits_the_previous_ones_commands(sim: Sim) ->
         seen = sim.run(0.3, second)
     assert set(seen) == {-0.5, 0.0} and seen[0] == -0.5
     assert sim.string("Network/Transport") == "udp"
+
+
+HANDSHAKE = bcnp.encode_handshake(SCHEMA.hash)
+KEEPALIVE = bcnp.encode_packet(DriveCmd.spec, [])
+
+
+def commands(*cmds: DriveCmd, clear: bool = False) -> bytes:
+    return bcnp.encode_packet(DriveCmd.spec, cmds, bcnp.CLEAR_QUEUE if clear else 0)
+
+
+class RawHost:
+    """A host on a bare socket, TCP or UDP, so that the test decides every byte it sends."""
+
+    def __init__(self, sim: Sim, udp: bool) -> None:
+        self.sim = sim
+        self.udp = udp
+        if udp:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.settimeout(5)
+            self.sock.connect(("127.0.0.1", sim.link.udp.port))
+        else:
+            self.sock = socket.create_connection(("127.0.0.1", sim.link.tcp.port), timeout=5)
+            assert recv_exactly(self.sock, 8) == HANDSHAKE
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.handshake()
+
+    def handshake(self) -> None:
+        before = self.sim.link.counter("controllers")
+        self.send(HANDSHAKE)
+        if self.udp:
+            while self.sock.recv(65_536) != HANDSHAKE:  # the answer, behind any telemetry
+                pass
+        wait_until(lambda: self.sim.link.counter("controllers") == before + 1, what="the handshake")
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_c_after_a_link_loss_nothing_sent_before_the_host_connects_again_runs(
+    sim: Sim, transport: str
+) -> None:
+    """A proxy holds the link: the robot stops 200 ms into the silence and ends the controller
+    (TCP: closes its connection; UDP: unlocks it). The host's backlog, delivered in one burst
+    on the same connection when the link comes back, never runs; a new connection (UDP: a new
+    handshake) drives again."""
+    sim.tick(5)
+    host = RawHost(sim, udp=transport == "udp")
+    sim.deliver(host.send, commands(*[cmd(1.0, ms=100)] * 50, clear=True))  # 5 s of commands
+    for _ in range(5):
+        sim.deliver(host.send, KEEPALIVE)
+        sim.tick(2)
+    assert sim.number("Network/CmdVx") == 1.0 and sim.connected()
+    received = sim.number("Network/MessagesRx")
+    sim.tick(11)  # the proxy holds everything: 260 ms since the last packet, stopped at 220
+    assert sim.number("Network/CmdVx") == 0.0 and sim.motors() == (0.0, 0.0) and not sim.connected()
+    wait_until(lambda: sim.link.counter("link_losses") == 1, what="the controller to be ended")
+
+    backlog = [commands(*[cmd(1.0, ms=100)] * 5) for _ in range(5)] + [KEEPALIVE] * 5
+    with contextlib.suppress(OSError):  # TCP: the robot's close may have reset the connection already
+        for packet in backlog:
+            host.send(packet)
+    if host.udp:
+        wait_until(lambda: sim.link.udp.counters.unpaired_datagrams == len(backlog), what="the backlog")
+    else:
+        assert peer_closed(host.sock)
+    seen = sim.run(0.5)
+    assert set(seen) == {0.0} and sim.motors() == (0.0, 0.0)
+    assert sim.number("Network/MessagesRx") == received and sim.number("Network/QueueSize") == 0
+    assert sim.number("Network/LinkLosses") == 1 and sim.string("Network/Transport") == "none"
+    # Found by the tick 220 ms after the last packet, or by the receive thread, which on a busy
+    # machine may look only after the last of these ticks (260 ms).
+    drop = re.fullmatch(
+        rf"{host.address}: link lost: no packet for (0\.\d+) s \(link timeout 0\.2 s\)",
+        sim.string("Network/LastDrop"),
+    )
+    assert drop is not None and 0.22 <= float(drop[1]) <= 0.26, sim.string("Network/LastDrop")
+
+    if host.udp:
+        host.handshake()  # the same socket: a new handshake is a new link
+    else:
+        host.sock.close()
+        host = RawHost(sim, udp=False)
+    sim.deliver(host.send, commands(cmd(0.5, ms=1000), clear=True))
+    for _ in range(5):
+        sim.deliver(host.send, KEEPALIVE)
+        sim.tick(2)
+    assert sim.number("Network/CmdVx") == 0.5 and sim.connected()
+    assert sim.number("Network/LinkLosses") == 1
+    host.sock.close()
+
+
+def test_c_the_tick_that_stops_the_robot_ends_the_controller_its_server_thinks_alive(sim: Sim) -> None:
+    """Packets of another type keep the link alive as the server sees it but start nothing:
+    200 ms after the last command the queue stops the robot, and that tick has the server
+    end the controller, so no command sent before it connects again can start."""
+    host = RawHost(sim, udp=False)
+    sim.deliver(host.send, commands(cmd(1.0, ms=10_000), clear=True))
+    other = bcnp.encode_packet(DRIVETRAIN_TELEMETRY_SPEC, [])
+    for _ in range(10):
+        sim.deliver(host.send, other)
+        sim.tick()
+    assert sim.number("Network/CmdVx") == 1.0 and sim.connected()
+    sim.deliver(host.send, other)
+    sim.tick()
+    assert sim.number("Network/CmdVx") == 0.0 and sim.motors() == (0.0, 0.0)
+    wait_until(lambda: sim.link.counter("link_losses") == 1, what="the controller to be ended")
+    assert peer_closed(host.sock)
+    sim.tick()
+    assert sim.string("Network/LastDrop") == (
+        f"{host.address}: link lost: no packet for 0.220 s (link timeout 0.2 s)"
+    )
+    assert sim.link.tcp.counters.idle_drops == sim.link.tcp.counters.disconnects == 0
+    host.sock.close()
 
 
 def test_d_zero_message_clear_queue_stops_in_the_next_tick(sim: Sim) -> None:
@@ -471,6 +590,8 @@ NETWORK_KEYS = {
     "RemoteSchemaHash": ntcore.NetworkTableType.kString,
     "HandshakeRejects": ntcore.NetworkTableType.kDouble,
     "PeersRefused": ntcore.NetworkTableType.kDouble,
+    "LinkLosses": ntcore.NetworkTableType.kDouble,
+    "LastDrop": ntcore.NetworkTableType.kString,
 }
 
 
