@@ -304,6 +304,8 @@ def test_a_bad_path_file_is_logged_at_start_and_its_mode_stops_the_robot(
         with sim.connect() as host:
             sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
             seen = sim.run(1.0, host)
+        # The robot must have seen that host go before the next mode looks for one.
+        wait_until(lambda: sim.link.slot.owner is None, what="the robot to see the host go")
         assert seen[0] == 1.0 and still(sim) and abs(sim.travelled()) < 1e-6  # queued, never run
         refusals = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
         assert len(refusals) == 1 and "refuses to run" in refusals[0] and "bad.csv:3" in refusals[0]

@@ -27,7 +27,7 @@ from wpimath.controller import PIDController
 import bcnp
 import constants
 import physics
-from bcnp.host.client import Client, SchemaMismatchError
+from bcnp.host.client import Client, ReconnectPolicy, SchemaMismatchError
 from messages import DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
 from subsystems.drivetrain_io import KitbotIO
 
@@ -72,10 +72,10 @@ class Sim:
     # -- host side -----------------------------------------------------------------------------
 
     def connect(self, udp: bool = False, schema: bcnp.Schema = SCHEMA, **kwargs: object) -> Client:
-        """A host that never reconnects by itself: simulated time stands still between
-        steps, and a wall-clock telemetry silence is not a lost link here."""
+        """A host that never reconnects by itself and never judges the robot by a
+        telemetry silence: simulated time stands still between steps."""
         port = self.link.udp.port if udp else self.link.tcp.port
-        kwargs.setdefault("reconnect", False)
+        kwargs.setdefault("reconnect", ReconnectPolicy(enabled=False, silence_timeout=None))
         client = Client(schema, "127.0.0.1", port, udp=udp, keepalive_interval=None, **kwargs)  # type: ignore[arg-type]
         client.connect()
         wait_until(lambda: self.link.slot.owner is not None, what="the robot to take the controller")
