@@ -20,7 +20,7 @@ from ..schema import Message, Schema, SchemaError, load_schema
 from .client import Client, LinkError, ReconnectPolicy
 from .paths import PathCommand, PathError, load_path
 from .proxy import add_proxy_parser, run_proxy
-from .replay import Outage, Progress, Replay, TelemetryRecorder, telemetry_spec
+from .replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, TelemetryRecorder, telemetry_spec
 
 __all__ = ["main"]
 
@@ -49,8 +49,9 @@ EPILOG_REPLAY = """examples:
 
 A path file lists (vx m/s, omega rad/s, durationMs) commands, as CSV lines
 "vx,omega,durationMs" or a JSON list of [vx, omega, durationMs]. Commands are
-streamed just in time: about --lead seconds ahead of the robot, never more
-than --max-ahead commands, so the robot's 200-command queue never overflows
+streamed just in time: about --lead seconds ahead of the robot (1 s; over UDP
+0.15 s, so that a lost datagram never makes what follows run early by more),
+never more than --max-ahead commands, so the robot's 200-command queue never overflows
 and the link never times out. Ctrl-C sends a stop (CLEAR_QUEUE) first.
 
 A lost link (closed, reset, or no telemetry for --silence seconds) is
@@ -126,7 +127,10 @@ def _parser() -> argparse.ArgumentParser:
     _link_options(replay)
     replay.add_argument("--telemetry", metavar="OUT.csv", help="record the robot's telemetry to a CSV file")
     replay.add_argument(
-        "--lead", type=float, default=1.0, help="seconds of commands kept ahead of the robot (default 1.0)"
+        "--lead",
+        type=float,
+        default=None,
+        help=f"seconds of commands kept ahead of the robot (default {LEAD_S:g}, over UDP {UDP_LEAD_S:g})",
     )
     replay.add_argument(
         "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
@@ -269,7 +273,7 @@ def _send(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     schema = _schema(args.schema)
-    if args.lead <= 0 or args.max_ahead < 1:
+    if (args.lead is not None and args.lead <= 0) or args.max_ahead < 1:
         raise UserError("--lead must be > 0 seconds and --max-ahead at least 1")
     try:
         commands = load_path(args.path_file)

@@ -14,6 +14,11 @@ tick after the first packet arrives (up to one tick later), so the robot is
 slightly behind the host's schedule, never ahead, and the queue is never
 starved while the lead lasts.
 
+Over UDP the lead is short (:data:`UDP_LEAD_S`): the robot runs each command
+it receives right after the last one, so a lost datagram of commands moves the
+rest of the path earlier by what it held, and never by more than the lead
+(nothing is sent earlier than that). Over TCP nothing is lost in between.
+
 The host's clock keeps running through a lost link. While the client
 reconnects nothing is sent; once it is back (a new connection: the robot's
 queue is empty), the replay resumes *now* on the schedule: the command
@@ -40,6 +45,7 @@ from .client import Client, LinkClosedError, LinkDownError, LinkStatus
 from .paths import PathCommand
 
 __all__ = [
+    "LEAD_S",
     "MIN_REMAINDER_MS",
     "TELEMETRY_COLUMNS",
     "Outage",
@@ -47,6 +53,7 @@ __all__ = [
     "Replay",
     "Schedule",
     "TelemetryRecorder",
+    "UDP_LEAD_S",
     "due",
     "telemetry_spec",
 ]
@@ -55,6 +62,11 @@ __all__ = [
 TIME_COLUMN = "hostTimeS"
 #: ... and after them: the command the host had scheduled at that moment.
 COMMAND_COLUMNS = ("cmdVx", "cmdOmega")
+#: Seconds of commands kept sent ahead of the robot over TCP ...
+LEAD_S = 1.0
+#: ... and over UDP, under the robot's 200 ms link timeout: a lost datagram can make
+#: what follows run this much early at most.
+UDP_LEAD_S = 0.15
 #: A command cut by an outage resumes with what is left of it when at least this
 #: much is (one robot tick); less is dropped and the next command is sent.
 MIN_REMAINDER_MS = 20
@@ -210,7 +222,7 @@ class Replay:
         client: Client,
         commands: Sequence[PathCommand],
         *,
-        lead: float = 1.0,
+        lead: float | None = None,
         max_ahead: int = 150,
         settle: float = 0.3,
         step: float = 0.02,
@@ -219,6 +231,8 @@ class Replay:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
+        if lead is None:
+            lead = UDP_LEAD_S if client.udp else LEAD_S
         if lead <= 0 or max_ahead < 1:
             raise ValueError("lead must be > 0 s and max_ahead >= 1")
         self.client = client
