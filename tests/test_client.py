@@ -14,6 +14,7 @@ from support import FakeClock, free_port, open_fds, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
+from bcnp.defaults import LINK_TIMEOUT_S
 from bcnp.host.client import (
     Client,
     LinkClosedError,
@@ -148,8 +149,9 @@ def test_large_batches_are_split_into_packets_that_fit(robot: Robot) -> None:
         robot.queue.push_batch(commands(robot.schema, 3))
         assert client.send(msgs, clear_queue=True) == expected
         wait_until(lambda: len(robot.packets) == expected, timeout=10)
-    assert [p.count for p in robot.packets][:-1] == [per_packet] * (expected - 1)
-    assert [p.clear_queue for p in robot.packets] == [True] + [False] * (expected - 1)
+    batch = robot.packets[:expected]  # a UDP client says goodbye with a keepalive on close
+    assert [p.count for p in batch][:-1] == [per_packet] * (expected - 1)
+    assert [p.clear_queue for p in batch] == [True] + [False] * (expected - 1)
     assert robot.queue.drain() == msgs  # in order, nothing lost, the 3 stale ones cleared
 
 
@@ -414,3 +416,18 @@ def test_reconnecting_leaves_no_socket_behind(schema: bcnp.Schema) -> None:
         client.close()
         robot.server.stop()
     assert open_fds() == fds
+
+
+def test_a_closing_udp_host_frees_the_link_at_the_link_timeout_not_the_idle_timeout(
+    schema: bcnp.Schema,
+) -> None:
+    robot = make_robot(schema, udp=True)
+    try:
+        with robot.client(keepalive_interval=None):  # handshakes, sends nothing, closes
+            wait_until(lambda: robot.server.status().handshaken)
+        wait_until(lambda: len(robot.packets) == 1, what="the goodbye packet")
+        robot.clock.advance(LINK_TIMEOUT_S + 0.01)
+        wait_until(lambda: not robot.server.status().handshaken, what="the link to be freed")
+        assert robot.server.status().link_losses == 1 and robot.server.status().idle_drops == 0
+    finally:
+        robot.server.stop()

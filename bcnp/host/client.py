@@ -381,6 +381,7 @@ class Client:
         """Close the socket and stop the background thread (idempotent)."""
         if self._sock is None and self._thread is None:
             return
+        was_connected = self.connected
         self._closing.set()
         with self._changed:
             self._machine.close()
@@ -388,6 +389,11 @@ class Client:
                 self._closed_reason = "closed by the client"
         sock = self._sock
         if sock is not None:
+            if self.udp and was_connected:
+                # UDP has no goodbye: one packet lets the robot apply its 200 ms link
+                # timeout and free the link for the next host, instead of its 5 s idle.
+                with contextlib.suppress(OSError), self._send_lock:
+                    sock.send(self._keepalive_packet)
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         thread = self._thread
