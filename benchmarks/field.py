@@ -1,0 +1,623 @@
+"""The figure-8 over a field network: the headless sim driven through the fault proxy.
+
+    python -m benchmarks.field [--seed S] [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
+
+Starts the real robot program headless (``benchmarks.simbot.SimRobot``, one
+process for every case) and replays ``paths/figure8.csv`` (252 commands of
+50 ms, 12.6 s) from this process through a :class:`bcnp.host.proxy.Proxy` to
+it, four times: over TCP and over UDP, each (a) with no fault and (b) with a
+field profile: 5 ms ± 3 ms latency and 7 Mbit/s each way, 1 % of UDP
+datagrams lost, and one 1 s link drop (a proxy partition) when half the path's
+time has passed. Each case has its own proxy, seeded.
+
+Per case it reports:
+
+* late: commands the robot started more than the 200 ms link timeout after
+  the host's plan (from the robot's ``.wpilog``; the host plans in wall time);
+  must be 0;
+* dropped: commands the replay dropped for an outage (``Replay.outages``);
+* heal → link, heal → driving: from the link's return (the proxy's heal) to
+  the host's new connection, and to the first command the robot started
+  afterwards (its log);
+* the final pose error and the largest deviation of the driven path from the
+  commanded one. Driven: differential-drive odometry from the wheel positions
+  in the robot's telemetry, as ``bcnp plot`` draws it. Commanded: the path's
+  commands integrated on the host's schedule (the plan), so in a drop case the
+  deviations include what the drop cost. Two deviations: cross-track (each
+  driven pose's distance to the nearest point of the commanded path: the
+  shape) and same-time (to where the plan was at the pose's host time: the
+  shape and the timing). The final error is the distance between the two end
+  points.
+
+To tell which command the robot started, each command carries a tag in its
+lowest wire digits: vx and omega travel as integers of 1/10,000, and each
+command's pair is moved by a few of those units (:func:`tag_paths`; for the
+figure-8 at most 8 units, 0.0008 m/s and 0.0008 rad/s, averaging zero), so no
+two commands of a path are alike. The robot logs each command as it starts
+(``BCNP/Command/*``, after clamping, which leaves these values alone), and the
+tag names it. The commanded path integrates the tagged commands, which are
+what was sent.
+
+Writes the commanded and driven paths of all four cases to
+``docs/images/field-paths.png``. Exit status 1 when a command started late (or
+more than 200 ms before its plan: a clock or matching error), a started
+command matches no command of the plan, the replay raised, or the robot died.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bcnp.defaults import KITBOT_TRACK_WIDTH_M, LINK_TIMEOUT_S
+from bcnp.host.client import Client, LinkError, ReconnectPolicy
+from bcnp.host.paths import PathCommand, load_path
+from bcnp.host.plot import odometry
+from bcnp.host.proxy import Faults, Proxy
+from bcnp.host.replay import Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
+from messages import SCHEMA, DriveCmd
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH = ROOT / "paths" / "figure8.csv"
+IMAGE = ROOT / "docs" / "images" / "field-paths.png"
+
+#: The field profile: both directions; loss only touches UDP.
+FIELD = Faults(latency=0.005, jitter=0.003, bandwidth=7e6, loss=0.01)
+#: One link drop of this long, when half of the path's time has passed.
+DROP_S = 1.0
+#: A command is late when the robot starts it more than this after the host's plan.
+LATE_S = LINK_TIMEOUT_S
+#: Wire units of vx and omega (1 / the schema's float scale).
+UNIT = 1 / DriveCmd.spec.fields[0].effective_scale
+#: Telemetry still recorded after the replay returns (the robot has stopped by then).
+TAIL_S = 0.5
+#: Between cases: the robot has dropped the last controller (link timeout) and settled.
+PAUSE_S = 1.5
+#: The robot writes its data log every 0.25 s: wait this long before reading it.
+LOG_WRITE_S = 1.0
+
+
+# -- commands that say which they are ---------------------------------------------------------------
+
+
+def _units(value: float) -> int:
+    return round(value / UNIT)
+
+
+def command_key(vx: float, omega: float) -> tuple[int, int]:
+    """What identifies a tagged command: vx and omega in wire units (not the duration: a
+    resumed remainder is shorter)."""
+    return _units(vx), _units(omega)
+
+
+def tag_paths(commands: Sequence[PathCommand], variants: int = 1) -> list[list[PathCommand]]:
+    """``variants`` copies of the path, every command of every copy made distinct.
+
+    Tag ``n`` (``variant * len + index``) moves vx by ``n % k - k // 2`` and omega
+    by ``n // k - m // 2`` wire units, ``k`` the square root of the number of tags
+    rounded up and ``m`` the number of rows: tags average about zero. Raises
+    ``ValueError`` when two tagged commands would still be alike.
+    """
+    total = len(commands) * variants
+    k = math.isqrt(total - 1) + 1 if total > 1 else 1
+    rows = -(-total // k)
+    out: list[list[PathCommand]] = []
+    seen: set[tuple[int, int]] = set()
+    for variant in range(variants):
+        tagged = []
+        for i, c in enumerate(commands):
+            n = variant * len(commands) + i
+            vx = (_units(c.vx) + n % k - k // 2) * UNIT
+            omega = (_units(c.omega) + n // k - rows // 2) * UNIT
+            key = command_key(vx, omega)
+            if key in seen:
+                raise ValueError(f"command {i} of variant {variant} is not distinct after tagging")
+            seen.add(key)
+            tagged.append(PathCommand(vx, omega, c.duration_ms))
+        out.append(tagged)
+    return out
+
+
+def tag_offsets(commands: Sequence[PathCommand], tagged: Sequence[PathCommand]) -> tuple[float, float]:
+    """The largest tag, in vx (m/s) and omega (rad/s)."""
+    dv = max(abs(t.vx - c.vx) for c, t in zip(commands, tagged, strict=True))
+    dw = max(abs(t.omega - c.omega) for c, t in zip(commands, tagged, strict=True))
+    return dv, dw
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One replay of a tagged path: when the host started it (wall seconds) and its schedule."""
+
+    start_wall: float
+    schedule: Schedule
+    keys: dict[tuple[int, int], int]
+
+    @classmethod
+    def of(cls, start_wall: float, commands: Sequence[PathCommand]) -> Plan:
+        keys = {command_key(c.vx, c.omega): i for i, c in enumerate(commands)}
+        return cls(start_wall, Schedule(commands), keys)
+
+    def due(self, index: int, duration_ms: int) -> float:
+        """When the robot should start command ``index`` run for ``duration_ms`` (wall seconds).
+
+        A whole command is due at its start; a remainder resumed after an outage
+        ends where the command ends, so it is due its duration before that end.
+        """
+        return self.start_wall + self.schedule.starts[index + 1] - duration_ms / 1000
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A command start the robot logged, matched to a plan."""
+
+    start: CommandStart
+    plan: int  # index into the plans given to :func:`judge`; -1: no plan knows it
+    index: int  # the command's index in its path; -1: unknown
+    lateness: float  # robot start minus the plan's (seconds); nan when unknown
+
+
+def judge(starts: Sequence[CommandStart], plans: Sequence[Plan], slack: float = 0.05) -> list[Judged]:
+    """Each start matched to the latest plan that knows its tag and began before it (``slack``
+    allows for the two clocks' error), with its lateness (:meth:`Plan.due`)."""
+    order = sorted(range(len(plans)), key=lambda p: plans[p].start_wall)
+    begun = [plans[p].start_wall for p in order]
+    out = []
+    for s in starts:
+        key = command_key(s.vx, s.omega)
+        found = (-1, -1, math.nan)
+        for pos in range(bisect.bisect_right(begun, s.wall_time + slack) - 1, -1, -1):
+            p = order[pos]
+            index = plans[p].keys.get(key)
+            if index is not None:
+                found = (p, index, s.wall_time - plans[p].due(index, s.duration_ms))
+                break
+        out.append(Judged(s, *found))
+    return out
+
+
+def late(judged: Sequence[Judged], plans: Sequence[Plan]) -> list[tuple[int, int, float]]:
+    """``(plan, index, seconds late)`` of each start more than :data:`LATE_S` after its plan,
+    by ``benchmarks.simbot.late_commands``."""
+    out = []
+    for p, plan in enumerate(plans):
+        mine = [j for j in judged if j.plan == p]
+        index = {id(j.start): j.index for j in mine}
+        found = late_commands(
+            [j.start for j in mine],
+            plan.schedule.starts,
+            plan.start_wall,
+            index_of=lambda s, index=index: index[id(s)],  # type: ignore[misc]
+            tolerance=LATE_S,
+        )
+        out += [(p, i, seconds) for i, seconds in found]
+    return out
+
+
+# -- paths ------------------------------------------------------------------------------------------
+
+Path2D = tuple[list[float], list[float]]
+
+
+def plan_path(commands: Sequence[PathCommand], step: float = 0.005) -> tuple[Path2D, list[float]]:
+    """The commanded path: each command held for its duration, as exact arcs every ``step`` s;
+    and each pose's time (seconds from the first command)."""
+    xs, ys, ts = [0.0], [0.0], [0.0]
+    x = y = heading = t = 0.0
+    for c in commands:
+        left = c.duration_ms / 1000
+        while left > 1e-12:
+            dt = min(step, left)
+            left -= dt
+            t += dt
+            ds, dtheta = c.vx * dt, c.omega * dt
+            if abs(dtheta) < 1e-12:
+                x, y = x + ds * math.cos(heading), y + ds * math.sin(heading)
+            else:
+                r = ds / dtheta
+                x += r * (math.sin(heading + dtheta) - math.sin(heading))
+                y -= r * (math.cos(heading + dtheta) - math.cos(heading))
+                heading += dtheta
+            xs.append(x)
+            ys.append(y)
+            ts.append(t)
+    return (xs, ys), ts
+
+
+def driven_path(recorder: TelemetryRecorder, track_width: float) -> tuple[Path2D, list[float]]:
+    """Wheel odometry over the recorded telemetry (sorted by the robot's time, repeats
+    dropped), and each pose's host time."""
+    columns = recorder.columns
+    t_col, ms_col = columns.index("hostTimeS"), columns.index("timestampMs")
+    l_col, r_col = columns.index("leftPosition"), columns.index("rightPosition")
+    rows: dict[float, tuple[float | int, ...]] = {}
+    for row in list(recorder.rows):
+        rows.setdefault(float(row[ms_col]), row)
+    ordered = [rows[k] for k in sorted(rows)]
+    xs, ys, _ = odometry([float(r[l_col]) for r in ordered], [float(r[r_col]) for r in ordered], track_width)
+    return (xs, ys), [float(r[t_col]) for r in ordered]
+
+
+def deviation(driven: Path2D, commanded: Path2D) -> float:
+    """The largest distance from a driven pose to the nearest point of the commanded polyline."""
+    import numpy as np
+
+    px, py = np.asarray(driven[0])[:, None], np.asarray(driven[1])[:, None]
+    ax, ay = np.asarray(commanded[0][:-1])[None, :], np.asarray(commanded[1][:-1])[None, :]
+    bx, by = np.asarray(commanded[0][1:])[None, :], np.asarray(commanded[1][1:])[None, :]
+    dx, dy = bx - ax, by - ay
+    norm = dx * dx + dy * dy
+    safe = np.where(norm > 0, norm, 1.0)
+    u = np.clip(((px - ax) * dx + (py - ay) * dy) / safe, 0.0, 1.0)
+    u = np.where(norm > 0, u, 0.0)
+    dist = np.hypot(ax + u * dx - px, ay + u * dy - py).min(axis=1)
+    return float(dist.max())
+
+
+def same_time_deviation(
+    driven: Path2D, times: Sequence[float], commanded: Path2D, commanded_times: Sequence[float]
+) -> float:
+    """The largest distance between a driven pose and where the plan was at the same host time
+    (before the first command: its start; after the last: its end)."""
+    import numpy as np
+
+    t = np.asarray(times)
+    x = np.interp(t, commanded_times, commanded[0])
+    y = np.interp(t, commanded_times, commanded[1])
+    return float(np.hypot(np.asarray(driven[0]) - x, np.asarray(driven[1]) - y).max())
+
+
+def end_gap(driven: Path2D, commanded: Path2D) -> float:
+    return math.hypot(driven[0][-1] - commanded[0][-1], driven[1][-1] - commanded[1][-1])
+
+
+# -- one case ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    transport: str  # "tcp" or "udp"
+    profile: str  # "none" or "field"
+    commands: int = 0
+    started: int = 0  # command starts the robot logged during the case
+    late: int = 0
+    worst_lateness_ms: float = math.nan
+    unknown: int = 0  # starts no plan knows
+    early: int = 0  # starts more than LATE_S before their plan: a clock or matching error
+    outages: int = 0
+    dropped: int = 0
+    reconnects: int = 0
+    outage_s: float = 0.0  # host's view: last heard to connected again
+    drop_at_s: float | None = None  # host seconds from the first send
+    back_to_link_ms: float | None = None  # heal to the host's new connection
+    back_to_driving_ms: float | None = None  # heal to the first command the robot started
+    final_error_m: float = math.nan
+    max_deviation_m: float = math.nan  # cross-track: to the nearest point of the commanded path
+    max_same_time_m: float = math.nan  # to where the plan was at that moment
+    telemetry_rows: int = 0
+    proxy: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    # not reported: what the figure and the checks need
+    start_wall: float = field(default=0.0, repr=False)
+    end_wall: float = field(default=0.0, repr=False)
+    heal_wall: float | None = field(default=None, repr=False)
+    plan: Plan | None = field(default=None, repr=False)
+    commanded: Path2D = field(default=([], []), repr=False)
+    driven: Path2D = field(default=([], []), repr=False)
+    drop_span: tuple[int, int] | None = field(default=None, repr=False)  # driven poses during the drop
+
+    @property
+    def name(self) -> str:
+        what = "field profile + 1 s drop" if self.profile == "field" else "no fault"
+        return f"{self.transport.upper()}, {what}"
+
+    def report(self) -> dict[str, Any]:
+        skip = {"start_wall", "end_wall", "heal_wall", "plan", "commanded", "driven", "drop_span"}
+        return {k: v for k, v in asdict(self).items() if k not in skip}
+
+
+class _Events:
+    """The proxy's events with the wall time they happened."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: list[tuple[float, str]] = []
+
+    def __call__(self, t: float, message: str) -> None:
+        with self.lock:
+            self.items.append((time.time(), message))
+
+    def first(self, prefix: str) -> float | None:
+        with self.lock:
+            return next((w for w, m in self.items if m.startswith(prefix)), None)
+
+
+def run_case(
+    case: Case,
+    robot_port: int,
+    commands: Sequence[PathCommand],
+    seed: int,
+    track_width: float,
+    log: Callable[[str], object],
+) -> None:
+    """Replays ``commands`` through a new proxy to the robot and fills in ``case``
+    (all but the figures from the robot's log: :func:`judge_cases`)."""
+    field_case = case.profile == "field"
+    events = _Events()
+    proxy = Proxy(
+        ("127.0.0.1", robot_port),
+        tcp=case.transport == "tcp",
+        udp=case.transport == "udp",
+        faults=FIELD if field_case else None,
+        seed=seed,
+        on_event=events,
+    )
+    proxy.start()
+    port = proxy.tcp_port or proxy.udp_port
+    client = Client(SCHEMA, "127.0.0.1", port, udp=case.transport == "udp", reconnect=ReconnectPolicy())
+    try:
+        client.connect()
+        replay = Replay(client, commands, clock=time.time)
+        spec = telemetry_spec(SCHEMA, client.command_spec)
+        assert spec is not None
+        recorder = TelemetryRecorder(spec, replay.schedule, clock=time.time)
+        replay.recorder = recorder
+        client.on_telemetry = recorder
+        half = replay.schedule.total / 2
+        dropped = threading.Event()
+
+        def progress(p: Progress) -> None:
+            if field_case and not dropped.is_set() and p.elapsed >= half:
+                dropped.set()
+                case.drop_at_s = p.elapsed
+                proxy.partition(DROP_S)
+
+        case.commands = len(commands)
+        case.start_wall = time.time()
+        try:
+            replay.run(progress)
+        except LinkError as exc:
+            case.error = f"replay raised {type(exc).__name__}: {exc}"
+        time.sleep(TAIL_S)
+        case.end_wall = time.time()
+        assert replay.start is not None
+        case.start_wall = replay.start
+        case.plan = Plan.of(replay.start, commands)
+        case.outages = len(replay.outages)
+        case.dropped = replay.dropped
+        case.outage_s = sum(o.duration or 0.0 for o in replay.outages)
+        case.reconnects = client.status().generation - 1
+        case.heal_wall = events.first("link back")
+        if case.heal_wall is not None:
+            back = [o.back_at for o in replay.outages if o.back_at is not None]
+            if back:
+                case.back_to_link_ms = (replay.start + back[0] - case.heal_wall) * 1000
+        case.commanded, commanded_times = plan_path(commands)
+        case.driven, times = driven_path(recorder, track_width)
+        case.telemetry_rows = len(times)
+        if case.drop_at_s is not None:
+            first = bisect.bisect_left(times, case.drop_at_s)
+            last = bisect.bisect_right(times, case.drop_at_s + DROP_S)
+            case.drop_span = (max(first - 1, 0), min(last, len(times) - 1))
+        if len(case.driven[0]) > 1:
+            case.final_error_m = end_gap(case.driven, case.commanded)
+            case.max_deviation_m = deviation(case.driven, case.commanded)
+            case.max_same_time_m = same_time_deviation(case.driven, times, case.commanded, commanded_times)
+        counters = proxy.counters()
+        case.proxy = {
+            k: getattr(counters, k)
+            for k in ("tcp_accepted", "udp_received", "udp_forwarded", "udp_dropped", "partitions")
+        }
+    except Exception as exc:  # reported as the case's error: the benchmark fails, the others still run
+        case.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+        proxy.stop()
+    error = f", {case.error}" if case.error else ""
+    log(f"{case.name}: {case.outages} outage(s), {case.dropped} dropped{error}")
+
+
+def judge_cases(cases: Sequence[Case], starts: Sequence[CommandStart]) -> None:
+    """The robot-log figures of each case: late, unknown, started, back to driving."""
+    for case in cases:
+        if case.plan is None:
+            continue
+        mine = [s for s in starts if case.start_wall - 0.05 <= s.wall_time <= case.end_wall]
+        judged = judge(mine, [case.plan])
+        case.started = len(judged)
+        case.unknown = sum(1 for j in judged if j.index < 0)
+        case.late = len(late(judged, [case.plan]))
+        case.early = sum(1 for j in judged if j.lateness < -LATE_S)
+        known = [j.lateness for j in judged if j.index >= 0]
+        case.worst_lateness_ms = max(known) * 1000 if known else math.nan
+        if case.heal_wall is not None:
+            after = [s.wall_time for s in mine if s.wall_time >= case.heal_wall]
+            if after:
+                case.back_to_driving_ms = (min(after) - case.heal_wall) * 1000
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def table(cases: Sequence[Case]) -> str:
+    head = (
+        "case",
+        "late",
+        "worst start (ms after plan)",
+        "dropped",
+        "outages",
+        "heal → link (ms)",
+        "heal → driving (ms)",
+        "final error (m)",
+        "max deviation (m)",
+        "max same-time (m)",
+        "starts logged",
+    )
+    rows = [
+        (
+            c.name,
+            str(c.late) + (f" (+{c.unknown} unknown)" if c.unknown else ""),
+            _fmt(c.worst_lateness_ms, ".0f"),
+            str(c.dropped),
+            str(c.outages),
+            _fmt(c.back_to_link_ms, ".0f"),
+            _fmt(c.back_to_driving_ms, ".0f"),
+            _fmt(c.final_error_m, ".3f"),
+            _fmt(c.max_deviation_m, ".3f"),
+            _fmt(c.max_same_time_m, ".3f"),
+            f"{c.started}/{c.commands}",
+        )
+        for c in cases
+    ]
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def draw(cases: Sequence[Case], output: Path, title: str) -> None:
+    """Commanded against driven path for each case, two rows (TCP, UDP) of two (no fault, field)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 10), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2)
+    for ax, case in zip(axes.flat, cases, strict=False):
+        cx, cy = case.commanded
+        dx, dy = case.driven
+        ax.plot(cx, cy, "--", color="tab:blue", lw=2, label="commanded (plan)")
+        ax.plot(dx, dy, "-", color="tab:orange", lw=1.6, label="driven (wheel odometry)")
+        if case.drop_span is not None and dx:
+            a, b = case.drop_span
+            ax.plot(dx[a : b + 1], dy[a : b + 1], "-", color="tab:red", lw=3, label=f"{DROP_S:g} s link drop")
+        ax.plot([0], [0], "o", color="black", label="start")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(
+            f"{case.name}\nfinal error {_fmt(case.final_error_m, '.2f')} m, "
+            f"max deviation {_fmt(case.max_deviation_m, '.2f')} m (same time: "
+            f"{_fmt(case.max_same_time_m, '.2f')} m), {case.late} late",
+            fontsize=10,
+        )
+        ax.legend(loc="lower left", fontsize=8)
+    for ax in axes[1]:
+        ax.set_xlabel("x (m)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("y (m)")
+    fig.suptitle(title)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, format="png")
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Replay the figure-8 through the fault proxy to the headless sim: TCP and UDP, "
+        "no fault and a field profile with a 1 s link drop.",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the proxies' random faults (default 1)")
+    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
+    parser.add_argument(
+        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
+    )
+    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    base = load_path(PATH)
+    (commands,) = tag_paths(base)
+    dv, dw = tag_offsets(base, commands)
+    cases = [Case(t, p) for t in ("tcp", "udp") for p in ("none", "field")]
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bcnp-field-") as tmp:
+        log_dir = Path(tmp)
+        robot = SimRobot(log_dir, drivetrain=args.drivetrain)
+        try:
+            log("starting the headless sim ...")
+            robot.start()
+            log(f"robot listening on port {robot.port}")
+            for n, case in enumerate(cases):
+                time.sleep(PAUSE_S)
+                log(f"{case.name} ...")
+                run_case(case, robot.port, commands, args.seed * 100 + n, KITBOT_TRACK_WIDTH_M, log)
+                if not robot.alive():
+                    failures.append(f"the robot died during {case.name}")
+                    break
+            time.sleep(LOG_WRITE_S)
+            starts = read_command_starts(log_dir)  # while it runs: a stop loses the last 0.25 s
+            if not robot.alive():
+                failures.append("the robot was not running at the end")
+        finally:
+            robot.stop()
+    judge_cases(cases, starts)
+
+    print(
+        f"figure-8 ({len(commands)} commands, {Schedule(commands).total:.1f} s; tags up to "
+        f"{dv:.4f} m/s and {dw:.4f} rad/s), seed {args.seed}, field profile: {FIELD.describe()}, "
+        f"one {DROP_S:g} s drop at half time"
+    )
+    print(table(cases))
+    for case in cases:
+        if case.error:
+            failures.append(f"{case.name}: {case.error}")
+        if case.late:
+            failures.append(f"{case.name}: {case.late} command(s) started late")
+        if case.unknown:
+            failures.append(f"{case.name}: {case.unknown} started command(s) not in the plan")
+        if case.early:
+            failures.append(f"{case.name}: {case.early} command(s) started before their plan")
+        if not case.started:
+            failures.append(f"{case.name}: the robot logged no command start")
+    if args.json:
+        text = json.dumps(
+            {
+                "seed": args.seed,
+                "path": str(PATH.relative_to(ROOT)),
+                "field_profile": FIELD.describe(),
+                "drop_s": DROP_S,
+                "late_after_s": LATE_S,
+                "tag_max": {"vx": dv, "omega": dw},
+                "cases": [c.report() for c in cases],
+                "failures": failures,
+            },
+            indent=2,
+        )
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.no_image:
+        date = time.strftime("%Y-%m-%d", time.gmtime())
+        draw(cases, args.image, f"paths/figure8.csv through the fault proxy to the headless sim, {date}")
+        log(f"figure: {args.image}")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
