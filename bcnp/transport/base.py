@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..connection import Connection, HandshakeAccepted, HandshakeRejected, LinkLost
+from ..connection import Connection, HandshakeAccepted, HandshakeRejected, IdleTimeout, LinkLost
 from ..parser import SEARCH_STEP
 from ..schema import Schema
 from ..wire import ErrorInfo, PacketView
@@ -182,6 +182,13 @@ def _lower_priority(nice: int) -> int:
     except OSError:
         return 0
     return nice
+
+
+def ending(event: LinkLost | IdleTimeout) -> tuple[str, str, int]:
+    """A controller this event ends: why it went, the counter that counts it, the bytes dropped."""
+    if isinstance(event, LinkLost):
+        return str(event), "link_losses", event.discarded
+    return f"idle: silent for {event.idle_timeout:g} s", "idle_drops", 0
 
 
 def format_address(address: tuple[object, ...] | None) -> str:

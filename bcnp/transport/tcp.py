@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any
 
 from ..connection import Connection, HandshakeRejected, IdleTimeout, LinkLost
-from .base import ServerBase, Waker, format_address, log
+from .base import ServerBase, Waker, ending, format_address, log
 
 __all__ = ["TcpServer"]
 
@@ -86,7 +86,7 @@ class TcpServer(ServerBase):
         controller = self._controller
         if controller is not None and (lost := self._lost_by_request()) is not None:
             # Before this wake-up reads: what it sent since is not even parsed.
-            self._drop(controller, str(lost), "link_losses", lost.discarded)
+            self._drop(controller, *ending(lost))
         for key, mask in events:
             tag = key.data
             if tag is _LISTEN:
@@ -220,7 +220,7 @@ class TcpServer(ServerBase):
                 return
             lost = feed(link, data, clock())
             if lost is not None:
-                self._drop(conn, str(lost), "link_losses", lost.discarded)
+                self._drop(conn, *ending(lost))
                 return
             if len(data) < size:
                 return
@@ -273,10 +273,8 @@ class TcpServer(ServerBase):
         controller = self._controller
         if controller is not None:
             event = controller.link.check_deadlines(now)
-            if isinstance(event, LinkLost):
-                self._drop(controller, str(event), "link_losses", event.discarded)
-            elif isinstance(event, IdleTimeout):
-                self._drop(controller, f"idle: silent for {event.idle_timeout:g} s", "idle_drops")
+            if isinstance(event, LinkLost | IdleTimeout):
+                self._drop(controller, *ending(event))
 
     def _close_pending(self, conn: _Peer) -> None:
         self._sel.unregister(conn.sock)

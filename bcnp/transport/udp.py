@@ -27,7 +27,7 @@ from collections import deque
 
 from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, LinkLost, is_handshake_datagram
 from ..wire import encode_handshake
-from .base import ServerBase, Waker, format_address, log
+from .base import ServerBase, Waker, ending, format_address, log
 
 __all__ = ["MAX_DATAGRAM", "UdpServer"]
 
@@ -75,7 +75,7 @@ class UdpServer(ServerBase):
         events = self._sel.select(self.config.poll_interval)
         if self._link is not None and (lost := self._lost_by_request()) is not None:
             # Before reading: what it sent after the robot stopped waits for a new handshake.
-            self._unlock(str(lost), "link_losses", lost.discarded)
+            self._unlock(*ending(lost))
         for key, _mask in events:
             if key.data is _SOCK:
                 self._read()
@@ -88,10 +88,8 @@ class UdpServer(ServerBase):
         link = self._link
         if link is not None:
             event = link.check_deadlines(self.clock())
-            if isinstance(event, LinkLost):
-                self._unlock(str(event), "link_losses", event.discarded)
-            elif isinstance(event, IdleTimeout):
-                self._unlock(f"idle: silent for {event.idle_timeout:g} s", "idle_drops")
+            if isinstance(event, LinkLost | IdleTimeout):
+                self._unlock(*ending(event))
 
     def _read(self) -> None:
         recvfrom = self._sock.recvfrom
@@ -131,7 +129,7 @@ class UdpServer(ServerBase):
                 continue
             lost = self._feed(link, data, now)
             if lost is not None:
-                self._unlock(str(lost), "link_losses", lost.discarded)
+                self._unlock(*ending(lost))
 
     def _pair(self, data: bytes, source: tuple[object, ...]) -> None:
         if not is_handshake_datagram(data):
