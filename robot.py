@@ -20,6 +20,7 @@ from robotpy_ext.autonomous import AutonomousModeSelector
 import constants
 from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
+from subsystems.field_view import FieldView
 from subsystems.loop_timing import LoopTiming
 from subsystems.network_keys import NetworkKeys, Sources
 from subsystems.recording import BcnpRecorder, start_recording
@@ -38,6 +39,7 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.packet_observer = self.recorder.packet
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
+        self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
         # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
         self.automodes = AutonomousModeSelector("autonomous", self.link)
         # Everything made so far (WPILib, NetworkTables, the modules) lives as long
@@ -87,6 +89,7 @@ class BcnpRobot(wpilib.TimedRobot):
             self.drivetrain.stop()
         self.drivetrain.periodic()
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
+        self.field_view.periodic(now)
         self.recorder.tick(self.drivetrain)
 
     def autonomousInit(self) -> None:

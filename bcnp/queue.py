@@ -254,6 +254,17 @@ class MessageQueue:
     def metrics(self) -> QueueMetrics:
         return QueueMetrics(self.received, self.overflows, self.skipped)
 
+    def peek(self, limit: int) -> list[Message]:
+        """Up to ``limit`` waiting messages, decoded, in order; they stay queued
+        (the active one not included)."""
+        out: list[Message] = []
+        for run in self._runs:
+            take = min(run.end, run.next + limit - len(out))
+            out.extend(map(run.source.__getitem__, range(run.next, take)))
+            if len(out) >= limit:
+                break
+        return out
+
     def drain(self) -> list[Message]:
         """Remove and return every waiting message, decoded (diagnostics, tests)."""
         out: list[Message] = []

@@ -925,3 +925,14 @@ def test_a_partly_accepted_packet_is_copied_only_below_the_compact_ratio(extra: 
     assert sys.getrefcount(data) == (refs + 1 if extra else refs - 1)
     assert q.metrics.overflows == count - take
     assert [cmd_index(m) for m in q.drain()] == list(range(take))
+
+
+def test_peek_reads_the_waiting_messages_in_order_and_leaves_them_queued() -> None:
+    q = MessageQueue()
+    q.handle_packet(packet([cmd(1), cmd(2), cmd(3)]), 0.0)
+    q.push_batch([cmd(4), cmd(5)])
+    assert q.update(0.0) is not None  # cmd(1) runs: not waiting any more
+    assert [cmd_index(m) for m in q.peek(10)] == [2, 3, 4, 5]
+    assert [cmd_index(m) for m in q.peek(3)] == [2, 3, 4]  # across the two runs, cut at the limit
+    assert q.peek(0) == []
+    assert q.size() == 4 and [cmd_index(m) for m in q.drain()] == [2, 3, 4, 5]

@@ -90,6 +90,12 @@ class SharedQueue:
                             self.last_callback_error = exc
             return active
 
+    def peek(self, limit: int) -> tuple[Message | None, float | None, list[Message]]:
+        """The active command, when it started, and up to ``limit`` waiting ones, read together."""
+        with self.lock:
+            queue = self.queue
+            return queue.active(), queue.active_started_at, queue.peek(limit)
+
     def drain(self) -> list[Message]:
         with self.lock:
             return self.queue.drain()
