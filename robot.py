@@ -101,7 +101,10 @@ class BcnpRobot(wpilib.TimedRobot):
 
     # Everything per tick happens in robotPeriodic, in one order for every mode.
     def disabledPeriodic(self) -> None:
-        pass
+        # The mode selected for autonomous gets ready now, motors off (a planned path).
+        selected = self.automodes.chooser.getSelected()
+        if selected is not None:
+            selected.prepare()
 
     def autonomousPeriodic(self) -> None:
         pass

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import constants
-from bcnp.host.paths import load_path
+from bcnp.host.paths import PLANNER_SUFFIXES, load_path
 from subsystems.local_path import LocalPath
 
 if TYPE_CHECKING:
@@ -41,6 +41,10 @@ class Mode:
 
     def __init__(self, link: BcnpLink) -> None:
         self.link = link
+
+    def prepare(self) -> None:
+        """Selected while the robot is disabled: get ready to run (robot.py calls it each
+        disabled tick; a mode with nothing to prepare does nothing)."""
 
     def on_enable(self) -> None:
         pass
@@ -62,7 +66,12 @@ class PathMode(Mode):
     def _load(self, file: Path) -> None:
         self.path, self.error = None, None
         try:
-            commands = load_path(file)
+            limits = None
+            if file.suffix.lower() in PLANNER_SUFFIXES:  # planned with this robot's drivetrain
+                from bcnp.host.planners import DriveLimits
+
+                limits = DriveLimits.from_constants(constants)
+            commands = load_path(file, limits)
             self.path = LocalPath(self.link, file.name, commands, lead=constants.AUTO_PATH_LEAD_S)
         except (ValueError, OSError) as exc:  # PathError is a ValueError; so is a value DriveCmd refuses
             self.error = str(exc)

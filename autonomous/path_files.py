@@ -1,5 +1,13 @@
 """One mode per path file in ``AUTO_PATHS_DIR`` (``paths/``): "Path: square.csv", ...
 
+Our own ``.csv`` and ``.json`` files are read when the robot starts (a file
+that cannot be played is an error logged then). A PathPlanner ``.path`` or
+Choreo ``.traj`` is planned into commands (``bcnp.host.planners``) only when
+it is needed, because the planner libraries take a good part of a second to
+import on a roboRIO: when the mode is selected while the robot is disabled
+(robot.py asks each disabled tick; that one tick runs long, with the motors
+off), or at the latest when autonomous starts.
+
 The selector finds modes as the classes of this package's modules, through
 ``dir()`` and ``getattr()``, when the robot starts. A path file is a mode, so
 this module makes one class per file (module ``__dir__`` and ``__getattr__``)
@@ -16,9 +24,10 @@ from typing import ClassVar
 
 import constants
 from autonomous import PathMode
+from bcnp.host.paths import PLANNER_SUFFIXES, SUFFIXES
 from subsystems.bcnp_link import BcnpLink
 
-SUFFIXES = (".csv", ".json")
+__all__ = ["SUFFIXES", "PathFileMode"]
 
 
 class PathFileMode(PathMode):
@@ -29,10 +38,20 @@ class PathFileMode(PathMode):
 
     def __init__(self, link: BcnpLink) -> None:
         super().__init__(link)
-        self._load(self.FILE)
-        self.runs_queue = self.path is not None  # a path that cannot be played: stand still
+        self.path, self.error = None, None
+        self.prepared = False
+        if self.FILE.suffix.lower() not in PLANNER_SUFFIXES:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Reads (or plans) the file once."""
+        if not self.prepared:
+            self.prepared = True
+            self._load(self.FILE)
+            self.runs_queue = self.path is not None  # a path that cannot be played: stand still
 
     def on_enable(self) -> None:
+        self.prepare()
         if self.path is None:
             self._refuse()
         else:

@@ -13,14 +13,15 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..codegen.info import render_info
 from ..defaults import KITBOT_TRACK_WIDTH_M, NT_PORT, PORT
 from ..schema import Message, Schema, SchemaError, load_schema
 from .client import Client, LinkError, ReconnectPolicy
-from .paths import PathCommand, PathError, load_path
+from .paths import PLANNER_SUFFIXES, PathCommand, PathError, load_path
 from .proxy import add_proxy_parser, run_proxy
-from .replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, TelemetryRecorder, telemetry_spec
+from .replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
 
 __all__ = ["main"]
 
@@ -46,9 +47,14 @@ EPILOG_REPLAY = """examples:
   python -m bcnp replay paths/figure8.csv
   python -m bcnp replay paths/square.csv --telemetry square.csv
   python -m bcnp replay paths/slalom.json --host 10.12.34.2 --udp
+  python -m bcnp replay paths/s_curve.path          a PathPlanner path
+  python -m bcnp replay paths/j_turn.traj --follow  a Choreo trajectory, closed loop
 
 A path file lists (vx m/s, omega rad/s, durationMs) commands, as CSV lines
-"vx,omega,durationMs" or a JSON list of [vx, omega, durationMs]. Commands are
+"vx,omega,durationMs" or a JSON list of [vx, omega, durationMs]. A PathPlanner
+.path is generated into a trajectory with the project's PathPlanner settings
+(or constants.py), a Choreo .traj (differential) is read as it is; either is
+sent as one command per 20 ms, merged where equal. Commands are
 streamed just in time: about --lead seconds ahead of the robot (1 s; over UDP
 0.15 s, so that a lost datagram never makes what follows run early by more),
 never more than --max-ahead commands, so the robot's 200-command queue never overflows
@@ -60,6 +66,11 @@ reconnect only commands whose time has not passed are sent, the first packet
 with CLEAR_QUEUE. Each outage is printed: when the link went, when it came
 back, how many commands were dropped. --give-up-after N ends the replay
 (exit 1) after N seconds without a link.
+
+--follow closes the loop on the host: the robot's pose from the wheel
+positions in its telemetry, corrected toward the path by WPILib's LTV unicycle
+controller, re-planned 0.2 s ahead (CLEAR_QUEUE) on every telemetry packet.
+While the link is down the path's clock waits; the path ends late, not cut.
 """
 
 EPILOG_MONITOR = """examples:
@@ -123,7 +134,11 @@ def _parser() -> argparse.ArgumentParser:
         "stream a path file (CSV or JSON) just in time, optionally recording telemetry",
         EPILOG_REPLAY,
     )
-    replay.add_argument("path_file", metavar="PATH_FILE", help="CSV or JSON list of (vx, omega, durationMs)")
+    replay.add_argument(
+        "path_file",
+        metavar="PATH_FILE",
+        help="CSV or JSON list of (vx, omega, durationMs), a PathPlanner .path or a Choreo .traj",
+    )
     _link_options(replay)
     replay.add_argument("--telemetry", metavar="OUT.csv", help="record the robot's telemetry to a CSV file")
     replay.add_argument(
@@ -134,6 +149,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
+    )
+    replay.add_argument(
+        "--follow",
+        action="store_true",
+        help="closed loop: correct from the robot's wheel telemetry (LTV unicycle controller)",
+    )
+    replay.add_argument(
+        "--settings",
+        metavar="SETTINGS.json",
+        help="PathPlanner settings for a .path (default: settings.json beside it or one folder up, "
+        "else this project's constants.py)",
     )
     _reconnect_options(replay)
 
@@ -271,14 +297,56 @@ def _send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _drive_limits() -> Any:
+    """This project's drivetrain (constants.py in the working folder), else the kit chassis."""
+    from .planners import DriveLimits
+
+    try:
+        import constants  # the robot project's own, when run from its folder
+    except Exception:
+        return DriveLimits()
+    return DriveLimits.from_constants(constants)
+
+
+def _trajectory(path_file: str, settings: str | None, limits: Any) -> Any:
+    from .planners import from_commands, load_pathplanner, load_trajectory
+
+    suffix = Path(path_file).suffix.lower()
+    if suffix == ".path" and settings is not None:
+        return load_pathplanner(path_file, limits, settings=settings)
+    if suffix in PLANNER_SUFFIXES:
+        return load_trajectory(path_file, limits)
+    return from_commands(load_path(path_file), limits, Path(path_file).stem)
+
+
 def _replay(args: argparse.Namespace) -> int:
     schema = _schema(args.schema)
     if (args.lead is not None and args.lead <= 0) or args.max_ahead < 1:
         raise UserError("--lead must be > 0 seconds and --max-ahead at least 1")
+    planned = Path(args.path_file).suffix.lower() in PLANNER_SUFFIXES
+    if args.settings is not None and Path(args.path_file).suffix.lower() != ".path":
+        raise UserError("--settings applies to a PathPlanner .path only")
+    trajectory = None
     try:
-        commands = load_path(args.path_file)
+        if planned or args.follow:
+            try:
+                limits = _drive_limits()
+                trajectory = _trajectory(args.path_file, args.settings, limits)
+            except ImportError as exc:
+                raise UserError(
+                    f"{args.path_file}: needs the host tools' extra ({HOST_EXTRA}): {exc}"
+                ) from None
+            from .planners import to_commands
+
+            commands = to_commands(trajectory) if planned else load_path(args.path_file)
+        else:
+            commands = load_path(args.path_file)
     except PathError as exc:
         raise UserError(str(exc)) from None
+    except ValueError as exc:
+        raise UserError(f"{args.path_file}: {exc}") from None
+    if args.follow:
+        return _follow(args, schema, trajectory, limits)
     telemetry_out = Path(args.telemetry) if args.telemetry else None
     if telemetry_out is not None and not telemetry_out.parent.is_dir():
         raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
@@ -344,6 +412,50 @@ def _replay(args: argparse.Namespace) -> int:
                 f"{replay.dropped} command(s) dropped"
             )
         print(f"done: {done.sent} commands in {done.packets} packets over {done.elapsed:.1f} s{gaps}")
+    return 0
+
+
+def _follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: Any) -> int:
+    from .follow import Follower
+    from .planners import to_commands
+
+    telemetry_out = Path(args.telemetry) if args.telemetry else None
+    if telemetry_out is not None and not telemetry_out.parent.is_dir():
+        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
+    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=_policy(args))
+    spec = telemetry_spec(schema, client.command_spec)
+    if spec is None or "leftPosition" not in spec.field_names:
+        raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
+    recorder = TelemetryRecorder(spec, Schedule(to_commands(trajectory)))
+    with client as robot:
+        transport = "udp" if args.udp else "tcp"
+        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        follower = Follower(robot, trajectory, limits, recorder=recorder)
+        robot.on_telemetry = follower.on_telemetry
+        print(f"following {args.path_file}: {trajectory.total:.1f} s, closed loop on the robot's telemetry")
+        status = 0
+        try:
+            result = follower.run(on_outage=_print_outage)
+        except KeyboardInterrupt:
+            with contextlib.suppress(LinkError):
+                robot.stop()
+            status = 130
+        finally:
+            if telemetry_out is not None:
+                try:
+                    rows = recorder.write_csv(telemetry_out)
+                except OSError as exc:
+                    raise UserError(f"{telemetry_out}: cannot write ({exc.strerror or exc})") from None
+                print(f"telemetry: {rows} rows written to {telemetry_out}")
+        if status:
+            print("interrupted: sent stop (CLEAR_QUEUE)")
+            return status
+        print(
+            f"done: {result.reference_time:.1f} s of path in {result.elapsed:.1f} s, "
+            f"{result.packets} packets; "
+            f"estimated end error {result.final_error:.3f} m, largest {result.max_error:.3f} m"
+            + (f"; {len(result.outages)} outage(s)" if result.outages else "")
+        )
     return 0
 
 

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_DURATION_MS", "PathCommand", "PathError", "load_path", "parse_path"]
+__all__ = [
+    "MAX_DURATION_MS",
+    "PLANNER_SUFFIXES",
+    "SUFFIXES",
+    "PathCommand",
+    "PathError",
+    "load_path",
+    "parse_path",
+]
 
 #: ``durationMs`` is a uint16 on the wire.
 MAX_DURATION_MS = 65_535
@@ -35,6 +43,10 @@ MAX_DURATION_MS = 65_535
 _MAX_ABS_VALUE = (2**31 - 1) / 10_000
 
 _NAMES = ("vx", "omega", "durationms")
+#: Planner files, read by bcnp.host.planners: PathPlanner paths and Choreo trajectories.
+PLANNER_SUFFIXES = (".path", ".traj")
+#: Every path file suffix load_path reads.
+SUFFIXES = (".csv", ".json", *PLANNER_SUFFIXES)
 
 
 class PathError(ValueError):
@@ -157,9 +169,21 @@ def parse_path(text: str, file: str = "<path>", *, json_format: bool | None = No
     return commands
 
 
-def load_path(path: str | Path) -> list[PathCommand]:
-    """Commands from a ``.csv`` or ``.json`` path file; raises :class:`PathError`."""
+def load_path(path: str | Path, limits: Any = None) -> list[PathCommand]:
+    """Commands from a path file; raises :class:`PathError`. ``.csv`` and ``.json`` are read
+    here; a PathPlanner ``.path`` or Choreo ``.traj`` is planned into 20 ms commands by
+    :mod:`bcnp.host.planners` (imported only then), with ``limits`` (a
+    :class:`~bcnp.host.planners.DriveLimits`) for a PathPlanner project without settings."""
     file = str(path)
+    if Path(path).suffix.lower() in PLANNER_SUFFIXES:
+        from .planners import load_trajectory, to_commands
+
+        try:
+            return to_commands(load_trajectory(path, limits))
+        except PathError:
+            raise
+        except ValueError as exc:
+            raise PathError(file, None, str(exc)) from None
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:

@@ -1,0 +1,308 @@
+"""Closed loop on the host: follow a trajectory with the robot's own telemetry (``replay --follow``).
+
+Open-loop replay sends the plan and never looks back: a wheel that drags, a
+push, a link drop are never made up. :class:`Follower` closes the loop on the
+host, with nothing new on the wire:
+
+* **Where the robot is**: differential-drive odometry (WPILib's
+  ``DifferentialDriveOdometry``) over the wheel positions in every telemetry
+  sample (25 packets/s, one sample per robot tick), the heading from the
+  wheels' difference over the track width. It starts at the trajectory's
+  start pose; a robot that restarts (its timestamps go back) is picked up
+  where the estimate was.
+* **Correction**: WPILib's ``LTVUnicycleController`` compares that pose,
+  carried forward over the telemetry's age and the tick until the robot acts
+  on a new command, with the reference at that moment.
+* **Short-horizon plan**: on each telemetry packet the host sends, with
+  CLEAR_QUEUE, the correction for the next 40 ms followed by the reference's
+  own speeds up to ``horizon`` (0.2 s). The robot replaces whatever it had
+  queued; if the host goes quiet, at most that horizon runs before the robot's
+  200 ms link timeout stops it, as for any host.
+* **The reference clock holds while the link is down**: the robot stops (link
+  timeout), so the reference waits, rewound to when the robot was last heard,
+  and resumes when the link is back; the path is finished late rather than cut.
+* **The end**: after the trajectory's last sample the controller keeps
+  steering to the end pose until the estimate is within ``tolerance`` or
+  ``settle`` seconds have passed; then a stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..schema import Message
+from ..wire import PacketView
+from .client import Client, LinkClosedError, LinkDownError
+from .planners import DriveLimits, Trajectory
+from .replay import Outage, TelemetryRecorder
+
+__all__ = ["FollowResult", "Follower"]
+
+#: The robot acts on a command at its next tick: on average half a tick after it arrives.
+HALF_TICK_S = 0.01
+TICK_S = 0.02
+
+
+@dataclass
+class FollowResult:
+    elapsed: float
+    #: Reference time reached (the trajectory's length once finished).
+    reference_time: float
+    packets: int
+    #: Distance from the estimated pose to the trajectory's end when the follower stopped.
+    final_error: float
+    #: Largest distance between the estimated pose and the reference at the same reference time.
+    max_error: float
+    outages: list[Outage]
+
+
+@dataclass(frozen=True)
+class _Sample:
+    stamp_ms: int
+    host_t: float
+    left: float
+    right: float
+    left_v: float
+    right_v: float
+
+
+class Follower:
+    """Follows ``trajectory`` on a connected :class:`Client` (see the module docs)."""
+
+    def __init__(
+        self,
+        client: Client,
+        trajectory: Trajectory,
+        limits: DriveLimits,
+        *,
+        horizon: float = 0.2,
+        correct_for: float = 0.04,
+        settle: float = 2.0,
+        tolerance: float = 0.02,
+        step: float = TICK_S,
+        recorder: TelemetryRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        from wpimath.controller import LTVUnicycleController
+        from wpimath.geometry import Pose2d, Rotation2d
+        from wpimath.kinematics import DifferentialDriveOdometry
+
+        if not correct_for <= horizon:
+            raise ValueError("correct_for must not exceed horizon")
+        self.client = client
+        self.trajectory = trajectory
+        self.limits = limits
+        self.horizon = horizon
+        self.correct_for = correct_for
+        self.settle = settle
+        self.tolerance = tolerance
+        self.step = step
+        self.recorder = recorder
+        self.clock = clock
+        self.sleep = sleep
+        self._drive = client.command_spec.message_class
+        self.controller = LTVUnicycleController(correct_for, maxVelocity=max(limits.max_vx_mps * 1.5, 1.0))
+        start = trajectory.start
+        self._start_pose = Pose2d(start.x, start.y, Rotation2d(start.heading))
+        self._odometry_type = DifferentialDriveOdometry
+        self.odometry: DifferentialDriveOdometry | None = None
+        self._heading_offset = start.heading
+        self._lock = threading.Lock()
+        self._pending: list[_Sample] = []
+        self._last: _Sample | None = None
+        self.start: float | None = None
+        self.reference_time = 0.0
+        self.packets = 0
+        self.max_error = 0.0
+        self.outages: list[Outage] = []
+        #: (reference time, estimated x, y) once per plan: what the follower believed.
+        self.track: list[tuple[float, float, float]] = []
+
+    # -- telemetry (the client's receive thread) --------------------------------------------------
+
+    def on_telemetry(self, packet: PacketView) -> None:
+        now = self.clock()
+        if self.recorder is not None:
+            self.recorder(packet)
+        names = packet.spec.field_names
+        if "leftPosition" not in names or "timestampMs" not in names:
+            return
+        messages = list(packet)
+        if not messages:
+            return
+        rows = [m.as_dict() for m in messages]
+        newest = rows[-1]["timestampMs"]
+        samples = [
+            _Sample(
+                int(r["timestampMs"]),
+                now - (newest - r["timestampMs"]) / 1000,
+                r["leftPosition"],
+                r["rightPosition"],
+                r["leftVelocity"],
+                r["rightVelocity"],
+            )
+            for r in rows
+        ]
+        with self._lock:
+            self._pending.extend(samples)
+
+    def _heading(self, sample: _Sample) -> float:
+        return self._heading_offset + (sample.right - sample.left) / self.limits.track_width_m
+
+    def _absorb(self) -> bool:
+        """Feeds new samples to the odometry; True if there were any."""
+        from wpimath.geometry import Rotation2d
+
+        with self._lock:
+            samples, self._pending = self._pending, []
+        fresh = False
+        for s in sorted(samples, key=lambda s: s.stamp_ms):
+            last = self._last
+            if last is not None and s.stamp_ms == last.stamp_ms:
+                continue  # a repeat
+            if self.odometry is None or (last is not None and s.stamp_ms < last.stamp_ms):
+                # the first sample, or a robot that restarted: carry on from the estimate
+                pose = self._start_pose if self.odometry is None else self.odometry.getPose()
+                self._heading_offset = (
+                    pose.rotation().radians() - (s.right - s.left) / self.limits.track_width_m
+                )
+                gyro = Rotation2d(self._heading(s))
+                if self.odometry is None:
+                    self.odometry = self._odometry_type(gyro, s.left, s.right, pose)
+                else:
+                    self.odometry.resetPosition(gyro, s.left, s.right, pose)
+            else:
+                self.odometry.update(Rotation2d(self._heading(s)), s.left, s.right)
+            self._last = s
+            fresh = True
+        return fresh
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def estimate(self) -> tuple[float, float, float] | None:
+        """The estimated pose (x, y, heading) as of the last sample absorbed."""
+        if self.odometry is None:
+            return None
+        pose = self.odometry.getPose()
+        return pose.X(), pose.Y(), pose.rotation().radians()
+
+    def run(self, on_outage: Callable[[Outage], object] | None = None) -> FollowResult:
+        self.start = last = self.clock()
+        if self.recorder is not None:
+            self.recorder.start = self.start
+        client = self.client
+        generation = client.status().generation
+        outage: Outage | None = None
+        total = self.trajectory.total
+        last_plan = -math.inf
+        clear = True
+        while True:
+            now = self.clock()
+            elapsed = now - self.start
+            status = client.status()
+            if client.closed_reason is not None:
+                raise LinkClosedError(
+                    f"lost the link to the robot at {client.address} after {elapsed:.1f} s "
+                    f"(reference at {self.reference_time:.1f} of {total:.1f} s): {client.closed_reason}",
+                    client.host,
+                    client.port,
+                )
+            if not status.connected:
+                if outage is None:
+                    since = status.lost_since if status.lost_since is not None else status.last_lost_at
+                    ago = 0.0 if since is None else max(0.0, client.clock() - since)
+                    outage = Outage(max(0.0, elapsed - ago), status.lost_reason or status.last_error)
+                    self.outages.append(outage)
+                    # the robot stopped when it stopped hearing us: wait from there
+                    self.reference_time = max(0.0, self.reference_time - ago)
+                    if on_outage is not None:
+                        on_outage(outage)
+            else:
+                if status.generation != generation:
+                    generation = status.generation
+                    if outage is None:
+                        outage = Outage(elapsed, status.last_error)
+                        self.outages.append(outage)
+                    outage.back_at = elapsed
+                    if on_outage is not None:
+                        on_outage(outage)
+                    outage = None
+                    clear, last_plan = True, -math.inf
+                else:
+                    self.reference_time = min(self.reference_time + (now - last), total + self.settle)
+                fresh = self._absorb()
+                if self.reference_time >= total and self._arrived():
+                    break
+                if self.reference_time >= total + self.settle:
+                    break
+                if fresh or clear or now - last_plan >= self.horizon - self.correct_for:
+                    try:
+                        self._plan(now)
+                        clear, last_plan = False, now
+                    except LinkDownError:
+                        pass  # the next step sees the outage
+            last = now
+            self.sleep(self.step)
+        with contextlib.suppress(LinkDownError):
+            client.stop()
+        end = self.trajectory.end
+        pose = self.estimate()
+        final = math.inf if pose is None else math.hypot(pose[0] - end.x, pose[1] - end.y)
+        return FollowResult(
+            self.clock() - self.start,
+            min(self.reference_time, total),
+            self.packets,
+            final,
+            self.max_error,
+            self.outages,
+        )
+
+    def _arrived(self) -> bool:
+        pose = self.estimate()
+        end = self.trajectory.end
+        return pose is not None and math.hypot(pose[0] - end.x, pose[1] - end.y) <= self.tolerance
+
+    def _plan(self, now: float) -> None:
+        """Sends the correction and the reference's speeds up to the horizon."""
+        from wpimath.geometry import Pose2d, Rotation2d, Twist2d
+
+        limits = self.limits
+        t0 = self.reference_time + HALF_TICK_S
+        commands: list[Message] = []
+        sample = self._last
+        if self.odometry is not None and sample is not None:
+            pose = self.odometry.getPose()
+            ref_now = self.trajectory.sample(self.reference_time)
+            error = math.hypot(pose.X() - ref_now.x, pose.Y() - ref_now.y)
+            self.max_error = max(self.max_error, error)
+            self.track.append((self.reference_time, pose.X(), pose.Y()))
+            # carried forward to when the robot acts on this plan, at the speeds it reported
+            age = max(0.0, now - sample.host_t) + HALF_TICK_S
+            v = (sample.left_v + sample.right_v) / 2
+            w = (sample.right_v - sample.left_v) / limits.track_width_m
+            predicted = pose.exp(Twist2d(v * age, 0.0, w * age))
+            ref = self.trajectory.sample(t0)
+            u = self.controller.calculate(
+                predicted, Pose2d(ref.x, ref.y, Rotation2d(ref.heading)), ref.vx, ref.omega
+            )
+            commands.append(self._command(u.vx, u.omega, self.correct_for))
+            t = t0 + self.correct_for
+        else:
+            t = t0
+        while t < t0 + self.horizon - 1e-9:
+            ref = self.trajectory.sample(t)
+            commands.append(self._command(ref.vx, ref.omega, TICK_S))
+            t += TICK_S
+        self.packets += self.client.send(commands, clear_queue=True)
+
+    def _command(self, vx: float, omega: float, seconds: float) -> Message:
+        limits = self.limits
+        vx = max(-limits.max_vx_mps, min(limits.max_vx_mps, vx))
+        omega = max(-limits.max_omega_radps, min(limits.max_omega_radps, omega))
+        return self._drive(vx=round(vx, 4), omega=round(omega, 4), durationMs=round(seconds * 1000))
