@@ -4,7 +4,9 @@
   object, defaults, timebase, codegen) and the host's link state machine are
   sans-I/O: no sockets, threads, clocks or robot libraries.
 * No module of the library imports WPILib; only the host monitor talks
-  NetworkTables.
+  NetworkTables, and only the planners (PathPlanner, Choreo) and the
+  closed-loop follower use WPILib's math (wpimath), inside the functions that
+  need it, so importing them loads none of it.
 * The library is generic over any schema: outside ``bcnp/host`` no module
   names this robot's messages or their fields.
 * The robot never imports the host tools that need sockets or the ``host``
@@ -29,7 +31,14 @@ CORE = sorted(
     + [LIBRARY / "host" / "linkstate.py"]
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
-ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath"}
+ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplannerlib", "choreo"}
+#: Host modules allowed a robot library, and which: the monitor is an NT4 client; the planners
+#: and the follower compute with WPILib's geometry, controllers and the planners' own libraries.
+ALLOWED = {
+    "bcnp/host/monitor.py": {"ntcore"},
+    "bcnp/host/planners.py": {"wpimath", "pathplannerlib", "choreo"},
+    "bcnp/host/follow.py": {"wpimath"},
+}
 
 
 def _rel(path: Path) -> str:
@@ -69,9 +78,9 @@ def test_the_core_list_covers_the_modules_the_issue_names() -> None:
 
 @pytest.mark.parametrize("path", sorted(LIBRARY.rglob("*.py")), ids=_rel)
 def test_no_library_module_imports_wpilib(path: Path) -> None:
-    """Transports and the client run in receive threads and on hosts: no robot library.
-    The one exception is the host-only monitor, an NT4 client (ntcore)."""
-    allowed = {"ntcore"} if _rel(path) == "bcnp/host/monitor.py" else set()
+    """Transports and the client run in receive threads and on hosts: no robot library,
+    but for the host modules in ``ALLOWED``."""
+    allowed = ALLOWED.get(_rel(path), set())
     used = _imports(path) & (ROBOT_LIBRARIES - allowed)
     assert not used, f"{_rel(path)} imports {sorted(used)}"
 
@@ -130,6 +139,18 @@ def test_the_robot_never_imports_the_host_tools() -> None:
     forbidden = [m for m in loaded if m.startswith(HOST_ONLY) or m.split(".")[0] in HOST_EXTRA]
     assert not forbidden, f"the robot imports host-only modules: {forbidden}"
     assert "bcnp.host.paths" in loaded  # the path-file modes read their files with it
+
+
+@pytest.mark.parametrize("module", ["bcnp.host.planners", "bcnp.host.follow", "bcnp.host.paths"])
+def test_the_planners_and_the_follower_load_wpimath_only_when_used(module: str) -> None:
+    """A robot that plays only CSV paths never pays for WPILib's math or the planner libraries
+    in its start-up; they are imported when a .path or .traj is read or the follower runs."""
+    code = (
+        f"import sys, {module}; "
+        "print(sorted(m for m in ('wpimath', 'pathplannerlib', 'choreo') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
 
 
 def test_importing_the_path_reader_loads_no_client() -> None:

@@ -27,6 +27,8 @@ from bcnp.host.paths import load_path
 
 CHOOSER = "Autonomous Mode"
 SHIPPED = sorted(p.name for p in constants.AUTO_PATHS_DIR.iterdir() if p.suffix in (".csv", ".json"))
+#: The PathPlanner and Choreo examples: planned into commands when chosen (test_planners.py).
+PLANNED = sorted(p.name for p in constants.AUTO_PATHS_DIR.iterdir() if p.suffix in (".path", ".traj"))
 
 
 @pytest.fixture(autouse=True)
@@ -126,8 +128,9 @@ def assert_follows(poses: list[Pose], plan: list[Pose], metres: float = 0.2, deg
 
 def test_the_chooser_offers_every_mode_and_defaults_to_the_bcnp_host(sim: Sim) -> None:
     chooser = ChooserControl(CHOOSER)
-    paths = [f"Path: {name}" for name in SHIPPED]
+    paths = [f"Path: {name}" for name in SHIPPED + PLANNED]
     assert {"Path: square.csv", "Path: figure8.csv", "Path: slalom.json"} <= set(paths)
+    assert {"Path: s_curve.path", "Path: j_turn.traj"} <= set(paths)
     assert set(chooser.getChoices()) == {
         "BCNP host",
         "BCNP host, fallback path",

@@ -22,8 +22,8 @@ host, with nothing new on the wire:
   timeout), so the reference waits, rewound to when the robot was last heard,
   and resumes when the link is back; the path is finished late rather than cut.
 * **The end**: after the trajectory's last sample the controller keeps
-  steering to the end pose until the estimate is within ``tolerance`` or
-  ``settle`` seconds have passed; then a stop.
+  steering to the end pose until the estimate is within ``tolerance`` with
+  the robot at rest, or ``settle`` seconds have passed; then a stop.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ __all__ = ["FollowResult", "Follower"]
 #: The robot acts on a command at its next tick: on average half a tick after it arrives.
 HALF_TICK_S = 0.01
 TICK_S = 0.02
+#: At rest: the robot's reported speeds below these.
+REST_MPS = 0.03
+REST_RADPS = 0.1
 
 
 @dataclass
@@ -264,9 +267,15 @@ class Follower:
         )
 
     def _arrived(self) -> bool:
-        pose = self.estimate()
+        """At the end and at rest: a robot stopped while it still moves would coast on."""
+        pose, last = self.estimate(), self._last
+        if pose is None or last is None:
+            return False
         end = self.trajectory.end
-        return pose is not None and math.hypot(pose[0] - end.x, pose[1] - end.y) <= self.tolerance
+        v = (last.left_v + last.right_v) / 2
+        w = (last.right_v - last.left_v) / self.limits.track_width_m
+        close = math.hypot(pose[0] - end.x, pose[1] - end.y) <= self.tolerance
+        return close and abs(v) <= REST_MPS and abs(w) <= REST_RADPS
 
     def _plan(self, now: float) -> None:
         """Sends the correction and the reference's speeds up to the horizon."""

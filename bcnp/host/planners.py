@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -212,28 +213,30 @@ def _toward(value: float, target: float, step: float | None) -> float:
 def from_commands(
     commands: Sequence[PathCommand], limits: DriveLimits, name: str = "path", *, settle_s: float = 0.5
 ) -> Trajectory:
-    """Where the robot drives when it runs ``commands`` from the origin facing +x: each
-    command clamped to the speed limits, the speeds brought toward it at the acceleration
-    limits tick by tick, as the robot does, and a stop (no ramp) after the last one; then
-    ``settle_s`` at rest."""
+    """Where the robot drives when it runs ``commands`` from the origin facing +x, tick by tick
+    as the robot does: at each 20 ms tick the command whose time it is, clamped to the speed
+    limits, the speeds brought toward it at the acceleration limits and held for the tick; a
+    stop (no ramp) after the last command; then ``settle_s`` at rest."""
     dt = SAMPLE_S
     accel = None if limits.max_accel_mps2 is None else limits.max_accel_mps2 * dt
     alpha = None if limits.max_alpha_radps2 is None else limits.max_alpha_radps2 * dt
+    ends = list(accumulate(c.duration_ms for c in commands))
     x = y = heading = vx = omega = 0.0
     states = [RefState(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)]
     tick = 0
-    for command in commands:
-        target_vx = max(-limits.max_vx_mps, min(limits.max_vx_mps, command.vx))
-        target_omega = max(-limits.max_omega_radps, min(limits.max_omega_radps, command.omega))
-        for _ in range(max(1, round(command.duration_ms / 1000 / dt))):
-            vx = _toward(vx, target_vx, accel)
-            omega = _toward(omega, target_omega, alpha)
-            x, y, heading = _arc(x, y, heading, vx * dt, omega * dt)
-            tick += 1
-            states.append(RefState(tick * dt, x, y, heading, vx, omega))
+    while tick * dt * 1000 < ends[-1] - 1e-6:
+        i = bisect.bisect_right(ends, tick * dt * 1000 + 1e-6)
+        command = commands[i]
+        vx = _toward(vx, max(-limits.max_vx_mps, min(limits.max_vx_mps, command.vx)), accel)
+        omega = _toward(
+            omega, max(-limits.max_omega_radps, min(limits.max_omega_radps, command.omega)), alpha
+        )
+        x, y, heading = _arc(x, y, heading, vx * dt, omega * dt)
+        tick += 1
+        states.append(RefState(round(tick * dt, 6), x, y, heading, vx, omega))
     for _ in range(round(settle_s / dt)):
         tick += 1
-        states.append(RefState(tick * dt, x, y, heading, 0.0, 0.0))
+        states.append(RefState(round(tick * dt, 6), x, y, heading, 0.0, 0.0))
     return Trajectory(name, tuple(states))
 
 
@@ -390,6 +393,13 @@ def load_pathplanner(
         raise PathError(name, None, f"PathPlanner could not make a trajectory of it: {exc}") from None
 
     total = trajectory.getTotalTimeSeconds()
+    if not total > 0:
+        raise PathError(
+            name,
+            None,
+            "PathPlanner planned no motion: the robot it was given cannot move "
+            "(check maxDriveSpeed, driveCurrentLimit and wheelCOF in its settings)",
+        )
     try:
         curve = _BezierPath([_waypoint(w) for w in doc["waypoints"]])
     except (KeyError, TypeError, ValueError) as exc:

@@ -1,0 +1,383 @@
+"""Open loop against ``replay --follow``: the figure-8 with disturbances open loop cannot make up.
+
+    python -m benchmarks.follow [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
+
+Starts the real robot program headless (``benchmarks.simbot.SimRobot``) and
+drives ``paths/figure8.csv`` (12.6 s) through the fault proxy, over TCP and
+over UDP, open loop (:class:`~bcnp.host.replay.Replay`) and closed loop
+(:class:`~bcnp.host.follow.Follower`), under two disturbances:
+
+* **drop**: the proxy drops the link for 1 s when half the path's time has
+  passed (a partition: nothing crosses either way);
+* **weak side**: the simulator's right side gets ``RIGHT_SCALE`` of its
+  voltage (``BCNP_SIM_RIGHT_SCALE``, physics.py); a 3 s straight run at 1 m/s
+  first measures what share of the commanded speed it delivers.
+
+Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the
+physics model, over NetworkTables), taken relative to where the robot stood
+when the case began, against the path as the robot's limits let it drive
+(:func:`bcnp.host.planners.from_commands`). Per case: the final position
+error and the largest deviation (each true pose's distance to the nearest
+point of the path). ``--follow`` must end within 0.10 m in every case (exit
+status 1 otherwise). Writes the driven paths to ``docs/images/follow.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ntcore
+
+import constants
+from bcnp.host.client import Client, LinkError, ReconnectPolicy
+from bcnp.host.follow import Follower
+from bcnp.host.paths import PathCommand, load_path
+from bcnp.host.planners import DriveLimits, Trajectory, from_commands
+from bcnp.host.proxy import Proxy
+from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
+from benchmarks.field import deviation
+from benchmarks.simbot import SimRobot
+from messages import SCHEMA
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH = ROOT / "paths" / "figure8.csv"
+IMAGE = ROOT / "docs" / "images" / "follow.png"
+DROP_S = 1.0
+#: The weak right side: its share of the applied voltage (delivers about 90 % of the speed).
+RIGHT_SCALE = 0.85
+#: --follow must end this close to the path's end.
+TARGET_M = 0.10
+#: Between cases: the last controller has gone (link timeout) and the robot stands still.
+PAUSE_S = 1.5
+#: Truth still sampled after a case's host returns.
+TAIL_S = 0.5
+
+Path2D = tuple[list[float], list[float]]
+
+
+@dataclass
+class Case:
+    transport: str
+    disturbance: str  # "drop" or "weak"
+    mode: str  # "open" or "follow"
+    final_error_m: float = math.nan
+    max_deviation_m: float = math.nan
+    outages: int = 0
+    seconds: float = math.nan
+    error: str | None = None
+    driven: Path2D = field(default_factory=lambda: ([], []))
+
+    @property
+    def name(self) -> str:
+        return f"{self.transport} {self.disturbance} {self.mode}"
+
+    def report(self) -> dict[str, object]:
+        return {
+            "transport": self.transport,
+            "disturbance": self.disturbance,
+            "mode": self.mode,
+            "final_error_m": round(self.final_error_m, 4),
+            "max_deviation_m": round(self.max_deviation_m, 4),
+            "outages": self.outages,
+            "seconds": round(self.seconds, 2),
+            "error": self.error,
+        }
+
+
+class Truth:
+    """The simulator's pose (x, y, degrees) over NetworkTables, sampled in a thread."""
+
+    def __init__(self) -> None:
+        self.inst = ntcore.NetworkTableInstance.create()
+        self.inst.startClient4("bcnp-benchmark-follow")
+        self.inst.setServer("127.0.0.1", ntcore.NetworkTableInstance.kDefaultPort4)
+        self.sub = self.inst.getDoubleArrayTopic("/SmartDashboard/Field/Robot").subscribe([])
+        self.samples: list[tuple[float, float, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def pose(self, timeout: float = 10.0) -> tuple[float, float, float]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.sub.get()
+            if len(value) >= 3:
+                return value[0], value[1], math.radians(value[2])
+            time.sleep(0.02)
+        raise RuntimeError("no pose from the simulator on NetworkTables")
+
+    def record(self) -> None:
+        with self._lock:
+            self.samples = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pose = self.pose()
+            with self._lock:
+                self.samples.append(pose)
+            time.sleep(0.02)
+
+    def stop(self) -> list[tuple[float, float, float]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            return list(self.samples)
+
+    def close(self) -> None:
+        self.inst.stopClient()
+        ntcore.NetworkTableInstance.destroy(self.inst)
+
+
+def relative(poses: Sequence[tuple[float, float, float]], origin: tuple[float, float, float]) -> Path2D:
+    ox, oy, oh = origin
+    c, s = math.cos(-oh), math.sin(-oh)
+    xs = [c * (x - ox) - s * (y - oy) for x, y, _ in poses]
+    ys = [s * (x - ox) + c * (y - oy) for x, y, _ in poses]
+    return xs, ys
+
+
+def run_case(
+    case: Case,
+    robot_port: int,
+    commands: Sequence[PathCommand],
+    reference: Trajectory,
+    limits: DriveLimits,
+    truth: Truth,
+    log: Callable[[str], object],
+) -> None:
+    udp = case.transport == "udp"
+    proxy = Proxy(("127.0.0.1", robot_port), tcp=not udp, udp=udp)
+    proxy.start()
+    port = proxy.udp_port if udp else proxy.tcp_port
+    client = Client(SCHEMA, "127.0.0.1", port, udp=udp, reconnect=ReconnectPolicy())
+    drop = case.disturbance == "drop"
+    half = reference.total / 2 if case.mode == "follow" else sum(c.duration_ms for c in commands) / 2000
+    dropped = threading.Event()
+    origin = truth.pose()
+    truth.record()
+    start = time.monotonic()
+    try:
+        client.connect()
+        if case.mode == "open":
+            replay = Replay(client, commands)
+
+            def progress(p: Progress) -> None:
+                if drop and not dropped.is_set() and p.elapsed >= half:
+                    dropped.set()
+                    proxy.partition(DROP_S)
+
+            replay.run(progress)
+            case.outages = len(replay.outages)
+        else:
+            spec = telemetry_spec(SCHEMA, client.command_spec)
+            assert spec is not None
+
+            def sleep(seconds: float) -> None:
+                if drop and not dropped.is_set() and follower.reference_time >= half:
+                    dropped.set()
+                    proxy.partition(DROP_S)
+                time.sleep(seconds)
+
+            follower = Follower(client, reference, limits, sleep=sleep)
+            client.on_telemetry = follower.on_telemetry
+            result = follower.run()
+            case.outages = len(result.outages)
+    except LinkError as exc:
+        case.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        case.seconds = time.monotonic() - start
+        time.sleep(TAIL_S)
+        poses = truth.stop()
+        client.close()
+        proxy.stop()
+    case.driven = relative([origin, *poses], origin)
+    end = reference.end
+    case.final_error_m = math.hypot(case.driven[0][-1] - end.x, case.driven[1][-1] - end.y)
+    ref_path = ([s.x for s in reference.states], [s.y for s in reference.states])
+    case.max_deviation_m = deviation(case.driven, ref_path)
+    log(f"{case.name}: final {case.final_error_m:.3f} m, largest {case.max_deviation_m:.3f} m")
+
+
+def delivered_share(robot_port: int) -> float:
+    """Right over left wheel speed while 1 m/s is commanded straight ahead for 3 s (steady part)."""
+    client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
+    commands = [PathCommand(1.0, 0.0, 3000)]
+    try:
+        client.connect()
+        replay = Replay(client, commands)
+        spec = telemetry_spec(SCHEMA, client.command_spec)
+        assert spec is not None
+        recorder = TelemetryRecorder(spec, replay.schedule)
+        replay.recorder = recorder
+        client.on_telemetry = recorder
+        replay.run()
+    finally:
+        client.close()
+    cols = recorder.columns
+    t, lv, rv = cols.index("hostTimeS"), cols.index("leftVelocity"), cols.index("rightVelocity")
+    steady = [r for r in recorder.rows if 1.5 <= float(r[t]) <= 2.8]
+    left = sum(float(r[lv]) for r in steady)
+    right = sum(float(r[rv]) for r in steady)
+    return right / left if left else math.nan
+
+
+def table(cases: Sequence[Case]) -> str:
+    lines = [
+        "| transport | disturbance | open loop: final / largest (m) | --follow: final / largest (m) |",
+        "|---|---|---|---|",
+    ]
+    for transport in ("tcp", "udp"):
+        for disturbance in ("drop", "weak"):
+            cells = []
+            for mode in ("open", "follow"):
+                c = next(
+                    c for c in cases if (c.transport, c.disturbance, c.mode) == (transport, disturbance, mode)
+                )
+                cells.append(
+                    f"{c.final_error_m:.3f} / {c.max_deviation_m:.3f}" + (" (error)" if c.error else "")
+                )
+            label = (
+                "1 s drop at half time" if disturbance == "drop" else f"right side at {RIGHT_SCALE:g} voltage"
+            )
+            lines.append(f"| {transport.upper()} | {label} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def draw(cases: Sequence[Case], reference: Trajectory, output: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 10))
+    ref_x, ref_y = [s.x for s in reference.states], [s.y for s in reference.states]
+    for ax, (transport, disturbance) in zip(
+        axes.flat, [(t, d) for t in ("tcp", "udp") for d in ("drop", "weak")], strict=True
+    ):
+        ax.plot(ref_x, ref_y, color="0.6", lw=4, alpha=0.5, label="path")
+        for mode, color in (("open", "tab:red"), ("follow", "tab:blue")):
+            c = next(
+                c for c in cases if (c.transport, c.disturbance, c.mode) == (transport, disturbance, mode)
+            )
+            label = f"{'open loop' if mode == 'open' else '--follow'}: end {c.final_error_m:.2f} m off"
+            ax.plot(*c.driven, color=color, lw=1.5, label=label)
+            ax.plot(c.driven[0][-1], c.driven[1][-1], "o", color=color)
+        ax.plot(ref_x[-1], ref_y[-1], "k+", ms=14, mew=2)
+        what = (
+            "1 s link drop at half time"
+            if disturbance == "drop"
+            else f"right side at {RIGHT_SCALE:g} of its voltage"
+        )
+        ax.set_title(f"{transport.upper()}: {what}")
+        ax.set_aspect("equal")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="The figure-8, open loop against --follow, under disturbances."
+    )
+    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
+    parser.add_argument(
+        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
+    )
+    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    commands = load_path(PATH)
+    limits = DriveLimits.from_constants(constants)
+    reference = from_commands(commands, limits, PATH.stem)
+    cases = [Case(t, d, m) for d in ("drop", "weak") for t in ("tcp", "udp") for m in ("open", "follow")]
+    share = math.nan
+    with tempfile.TemporaryDirectory(prefix="bcnp-follow-") as tmp:
+        for disturbance in ("drop", "weak"):
+            env = {"BCNP_SIM_RIGHT_SCALE": str(RIGHT_SCALE)} if disturbance == "weak" else {}
+            robot = SimRobot(Path(tmp) / disturbance, drivetrain=args.drivetrain, env=env)
+            truth: Truth | None = None
+            try:
+                log(f"starting the headless sim ({disturbance}) ...")
+                robot.start()
+                truth = Truth()
+                truth.pose()
+                if disturbance == "weak":
+                    share = delivered_share(robot.port)
+                    log(f"the weak right side delivers {share:.1%} of the commanded speed")
+                for case in cases:
+                    if case.disturbance != disturbance:
+                        continue
+                    time.sleep(PAUSE_S)
+                    run_case(case, robot.port, commands, reference, limits, truth, log)
+            finally:
+                if truth is not None:
+                    truth.close()
+                robot.stop()
+
+    print(
+        f"{PATH.relative_to(ROOT)} ({reference.total:.1f} s), {args.drivetrain}; weak side: right at "
+        f"{RIGHT_SCALE:g} of its voltage, delivering {share:.1%} of the commanded speed"
+    )
+    print(table(cases))
+    failures = [f"{c.name}: {c.error}" for c in cases if c.error]
+    failures += [
+        f"{c.name}: ended {c.final_error_m:.3f} m from the path's end (target {TARGET_M} m)"
+        for c in cases
+        if c.mode == "follow" and not c.final_error_m <= TARGET_M
+    ]
+    if args.json:
+        text = json.dumps(
+            {
+                "path": str(PATH.relative_to(ROOT)),
+                "drivetrain": args.drivetrain,
+                "drop_s": DROP_S,
+                "right_scale": RIGHT_SCALE,
+                "right_delivered": round(share, 4),
+                "cases": [c.report() for c in cases],
+                "failures": failures,
+            },
+            indent=2,
+        )
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.no_image:
+        date = time.strftime("%Y-%m-%d", time.gmtime())
+        draw(
+            cases,
+            reference,
+            args.image,
+            f"paths/figure8.csv, open loop against --follow, headless sim, {date}",
+        )
+        log(f"figure: {args.image}")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
