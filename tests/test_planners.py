@@ -23,7 +23,7 @@ from test_robot import Sim, field_pose
 import constants
 import physics
 from bcnp.host import cli
-from bcnp.host.client import Client
+from bcnp.host.client import Client, ReconnectPolicy
 from bcnp.host.follow import Follower
 from bcnp.host.paths import PathCommand, PathError, load_path
 from bcnp.host.planners import (
@@ -308,3 +308,65 @@ def test_physics_refuses_a_bad_right_scale(monkeypatch: pytest.MonkeyPatch) -> N
             physics.right_scale()
     monkeypatch.setenv(physics.RIGHT_SCALE_ENV, "0.9")
     assert physics.right_scale() == 0.9
+
+
+def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -> None:
+    """Half way, the host's packets stop reaching the robot for 0.6 s of simulated time: the
+    robot's link timeout stops it and closes the connection, the host reconnects. The
+    reference waits while the link is down, so the path is finished, late, where it ends."""
+    trajectory = load_pathplanner(PATHPLANNER, LIMITS)
+    end = trajectory.end
+    host = sim.connect(
+        reconnect=ReconnectPolicy(initial_backoff=0.01, max_backoff=0.05, silence_timeout=None)
+    )
+    real_send, real_keepalive = host.send, host.keepalive
+    ticks = {"n": 0, "dark": 0}
+
+    def dark() -> bool:
+        return 0 < ticks["dark"] <= 30
+
+    def send(messages: object, clear_queue: bool = False) -> int:
+        return 0 if dark() else real_send(messages, clear_queue=clear_queue)  # type: ignore[arg-type]
+
+    host.send = send  # type: ignore[method-assign]
+    host.keepalive = lambda: None if dark() else real_keepalive()  # type: ignore[method-assign]
+    started = now()
+    received = lambda: sim.link.dispatcher.packets_received  # noqa: E731
+    link = {"generation": host.status().generation, "base": host.packets_sent - received()}
+
+    def sleep(seconds: float) -> None:
+        ticks["n"] += 1
+        if ticks["dark"] or follower.reference_time >= trajectory.total / 2:
+            ticks["dark"] += 1
+        if ticks["n"] % 2 == 0:
+            host.keepalive()
+        status = host.status()
+        if not status.connected or status.generation != link["generation"]:
+            # lost (the robot closed it) and reconnecting: the robot counts afresh from here
+            wait_until(lambda: host.connected, timeout=10.0, what="the host to reconnect")
+            link.update(generation=host.status().generation, base=host.packets_sent - received())
+        else:  # what was sent on this connection has arrived, or the connection went meanwhile
+            wait_until(
+                lambda: (
+                    received() >= host.packets_sent - link["base"]
+                    or not host.connected
+                    or host.status().generation != link["generation"]
+                ),
+                what="sends to arrive",
+            )
+        sim.tick()
+        sim.link.flush_sends()
+
+    follower = Follower(host, trajectory, LIMITS, clock=now, sleep=sleep)  # type: ignore[arg-type]
+    host.on_telemetry = follower.on_telemetry
+    try:
+        result = follower.run()
+    finally:
+        host.close()
+    sim.run(0.3)
+    x, y, _ = truth()
+    # the robot dropped the link once or, if the host was back before its packets were, twice
+    assert result.outages and all(o.back_at is not None for o in result.outages)
+    assert sim.number("Network/LinkLosses") >= 1
+    assert now() - started > trajectory.total + 0.4  # the path waited for the link
+    assert math.hypot(x - end.x, y - end.y) < 0.05

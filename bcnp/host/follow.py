@@ -21,9 +21,15 @@ host, with nothing new on the wire:
 * **The reference clock holds while the link is down**: the robot stops (link
   timeout), so the reference waits, rewound to when the robot was last heard,
   and resumes when the link is back; the path is finished late rather than cut.
-* **The end**: after the trajectory's last sample the controller keeps
-  steering to the end pose until the estimate is within ``tolerance`` with
-  the robot at rest, or ``settle`` seconds have passed; then a stop.
+  The same when the robot stands still while the reference moves (for 0.1 s by
+  its own clock): our commands are not reaching it although its telemetry
+  reaches us, or it stopped for a link timeout before the host noticed; the
+  reference waits where it was when the robot stopped.
+* **The end**: after the trajectory's last sample the host drives straight for
+  its end point (forwards or backwards, slowing as it nears: a unicycle
+  controller at rest cannot close a sideways error) until the estimate is
+  within ``tolerance`` with the robot at rest, or ``settle`` seconds have
+  passed; then a stop. The end heading is not corrected.
 """
 
 from __future__ import annotations
@@ -49,6 +55,15 @@ TICK_S = 0.02
 #: At rest: the robot's reported speeds below these.
 REST_MPS = 0.03
 REST_RADPS = 0.1
+#: After the path, the approach to its end: top speed, and gains on distance and bearing.
+APPROACH_MPS = 0.5
+APPROACH_GAIN = 2.0
+APPROACH_TURN_GAIN = 3.0
+#: The robot at rest this long (its own clock) while the reference moves faster than
+#: these: it is not running our commands, and the reference waits.
+STALL_S = 0.1
+STALL_REF_MPS = 0.2
+STALL_REF_RADPS = 0.4
 
 
 @dataclass
@@ -124,6 +139,11 @@ class Follower:
         self.packets = 0
         self.max_error = 0.0
         self.outages: list[Outage] = []
+        #: Times the robot stood still while the reference moved, and the reference waited.
+        self.stalls = 0
+        self._stall_since: tuple[int, float] | None = None
+        self._stall_checked: int | None = None
+        self._stall_counted: int | None = None
         #: (reference time, estimated x, y) once per plan: what the follower believed.
         self.track: list[tuple[float, float, float]] = []
 
@@ -237,9 +257,10 @@ class Follower:
                         on_outage(outage)
                     outage = None
                     clear, last_plan = True, -math.inf
-                else:
+                elif not self._stalled():
                     self.reference_time = min(self.reference_time + (now - last), total + self.settle)
                 fresh = self._absorb()
+                self._watch_stall()
                 if self.reference_time >= total and self._arrived():
                     break
                 if self.reference_time >= total + self.settle:
@@ -265,6 +286,32 @@ class Follower:
             self.max_error,
             self.outages,
         )
+
+    def _watch_stall(self) -> None:
+        """A robot that stands still while the reference moves is not running our commands
+        (they are not arriving, or it stopped for a link timeout the host did not see): from
+        :data:`STALL_S` of that on, the reference waits where it was when the stall began."""
+        sample = self._last
+        if sample is None or self._stall_checked == sample.stamp_ms:
+            return
+        self._stall_checked = sample.stamp_ms
+        ref = self.trajectory.sample(self.reference_time)
+        robot_still = abs(sample.left_v) <= REST_MPS and abs(sample.right_v) <= REST_MPS
+        reference_moves = abs(ref.vx) > STALL_REF_MPS or abs(ref.omega) > STALL_REF_RADPS
+        if not (robot_still and reference_moves):
+            self._stall_since = None
+            return
+        if self._stall_since is None:
+            self._stall_since = (sample.stamp_ms, self.reference_time)
+        elif (sample.stamp_ms - self._stall_since[0]) / 1000 >= STALL_S:
+            self.reference_time = min(self.reference_time, self._stall_since[1])
+            self.stalls += self._stall_since[0] != self._stall_counted
+            self._stall_counted = self._stall_since[0]
+
+    def _stalled(self) -> bool:
+        since = self._stall_since
+        last = self._last
+        return since is not None and last is not None and (last.stamp_ms - since[0]) / 1000 >= STALL_S
 
     def _arrived(self) -> bool:
         """At the end and at rest: a robot stopped while it still moves would coast on."""
@@ -296,11 +343,14 @@ class Follower:
             v = (sample.left_v + sample.right_v) / 2
             w = (sample.right_v - sample.left_v) / limits.track_width_m
             predicted = pose.exp(Twist2d(v * age, 0.0, w * age))
-            ref = self.trajectory.sample(t0)
-            u = self.controller.calculate(
-                predicted, Pose2d(ref.x, ref.y, Rotation2d(ref.heading)), ref.vx, ref.omega
-            )
-            commands.append(self._command(u.vx, u.omega, self.correct_for))
+            if self.reference_time >= self.trajectory.total:
+                vx, omega = self._approach(predicted.X(), predicted.Y(), predicted.rotation().radians())
+            else:
+                ref = self.trajectory.sample(t0)
+                goal = Pose2d(ref.x, ref.y, Rotation2d(ref.heading))
+                u = self.controller.calculate(predicted, goal, ref.vx, ref.omega)
+                vx, omega = u.vx, u.omega
+            commands.append(self._command(vx, omega, self.correct_for))
             t = t0 + self.correct_for
         else:
             t = t0
@@ -309,6 +359,22 @@ class Follower:
             commands.append(self._command(ref.vx, ref.omega, TICK_S))
             t += TICK_S
         self.packets += self.client.send(commands, clear_queue=True)
+
+    def _approach(self, x: float, y: float, heading: float) -> tuple[float, float]:
+        """After the path: straight for its end point, forwards or backwards, whichever faces
+        it (a unicycle controller at rest cannot close a sideways error), slowing as it nears."""
+        end = self.trajectory.end
+        dx, dy = end.x - x, end.y - y
+        distance = math.hypot(dx, dy)
+        if distance <= self.tolerance / 2:
+            return 0.0, 0.0
+        bearing = math.remainder(math.atan2(dy, dx) - heading, math.tau)
+        direction = 1.0
+        if abs(bearing) > math.pi / 2:  # behind: back up to it
+            direction = -1.0
+            bearing = math.remainder(bearing + math.pi, math.tau)
+        speed = min(APPROACH_MPS, APPROACH_GAIN * distance) * max(0.0, math.cos(bearing))
+        return direction * speed, APPROACH_TURN_GAIN * bearing
 
     def _command(self, vx: float, omega: float, seconds: float) -> Message:
         limits = self.limits
