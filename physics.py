@@ -34,7 +34,6 @@ from collections import deque
 from pathlib import Path
 
 import ntcore
-import rev
 import wpilib
 import wpilib.simulation as sim
 from pyfrc.physics.core import PhysicsInterface
@@ -149,6 +148,8 @@ class SparkMaxSim:
     )
 
     def __init__(self, io: SparkMaxIO) -> None:
+        import rev  # REVLib: only a SPARK MAX robot loads it (a kitbot starts without it)
+
         self.left = rev.SparkMaxSim(io.left_leader, self.motors)
         self.right = rev.SparkMaxSim(io.right_leader, self.motors)
         self.left_encoder = self.left.getRelativeEncoderSim()

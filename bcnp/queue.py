@@ -265,6 +265,44 @@ class MessageQueue:
                 break
         return out
 
+    def peek_raw(self, limit: int) -> list[tuple[MessageSpec, list[tuple[int, ...]]]]:
+        """Up to ``limit`` waiting messages as their wire integers (what ``Message.raw``
+        gives), in order, in chunks of one type: ``(spec, [raw, ...])``. They stay queued
+        (the active one not included). A packet's messages are unpacked straight from its
+        bytes: no message object is made. A full queue holds many runs of one message (a
+        packet it had room for one of), so the work per run is kept small."""
+        out: list[tuple[MessageSpec, list[tuple[int, ...]]]] = []
+        raws: list[tuple[int, ...]] = []
+        last: MessageSpec | None = None
+        left = limit
+        for run in self._runs:
+            if left <= 0:
+                break
+            first = run.next
+            take = run.end - first
+            if take > left:
+                take = left
+            left -= take
+            source = run.source
+            if isinstance(source, list):  # a push: its messages, whatever their types
+                for message in source[first : first + take]:
+                    spec = type(message).spec
+                    if spec is not last:
+                        last, raws = spec, []
+                        out.append((spec, raws))
+                    raws.append(message.raw)
+                continue
+            spec = source.spec
+            if spec is not last:
+                last, raws = spec, []
+                out.append((spec, raws))
+            start = source.payload_offset + first * run.stride
+            if take == 1:
+                raws.append(spec.struct.unpack_from(run.buffer, start))
+            else:
+                raws.extend(spec.struct.iter_unpack(run.buffer[start : start + take * run.stride]))
+        return out
+
     def drain(self) -> list[Message]:
         """Remove and return every waiting message, decoded (diagnostics, tests)."""
         out: list[Message] = []

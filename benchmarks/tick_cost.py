@@ -15,12 +15,17 @@ how much of that is the machine). Scenarios, N ticks each (default 3,000):
 * ``live``: autonomous with a host on loopback TCP, in a process of its own
   as a real host is, sending 50 packets per second of simulated time (one
   per tick) of 1 to 10 DriveCmds, the client's keepalives on, telemetry
-  flowing back to it;
+  flowing back to it; each tick starts once its packet is queued (lock-step:
+  simulated time never runs ahead of the host; so a live tick starts after a
+  wait, with caches colder than the back-to-back idle and teleop ticks);
 * ``teleop``: teleop, enabled, the Xbox controller's sticks moving, link idle.
 
 For each: robotPeriodic's wall time (p50, p99, max, microseconds), the
 scenario's wall and thread CPU time, and the same split by part of the tick
-(queue update, mode, drivetrain, telemetry, recorder, keys, loop timing).
+(queue update, mode, drivetrain, telemetry, field, recorder, keys, flush, loop timing).
+``benchmarks/tick_instructions.py`` counts the same tick in instructions, under
+Valgrind, with an in-process host driven by the ticks: figures that do not
+depend on the machine.
 An empty ``TimedRobot`` subclass's robotPeriodic and whole loop are measured in
 the same run as the floor, and so are the WPILib calls any tick makes (time,
 mode, watchdog, encoders, gyro, odometry) alone, back to back and paced at
@@ -164,8 +169,10 @@ def _instrument(robot: Any, samples: Samples) -> None:
     robot.automodes.periodic = _timed(samples, "mode", robot.automodes.periodic)
     drivetrain.periodic = _timed(samples, "drivetrain", drivetrain.periodic)
     link.record_telemetry = _timed(samples, "telemetry", link.record_telemetry)
+    robot.field_view.periodic = _timed(samples, "field", robot.field_view.periodic)
     robot.recorder.tick = _timed(samples, "recorder", robot.recorder.tick)
     robot.keys.publish = _timed(samples, "keys", robot.keys.publish)
+    link.flush_sends = _timed(samples, "flush", link.flush_sends)
     timing = robot.loop_timing
     timing.begin = _timed(samples, "loop timing", timing.begin)
     timing.end = _timed(samples, "loop timing", timing.end)
@@ -238,9 +245,21 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     host: subprocess.Popen[str] | None = None
 
     def plan(i: int) -> None:
+        """Tick ``i``'s packet: the host sends it, and the tick waits until the robot's
+        receive thread has queued it. Simulated time does not run ahead of the host (ticks
+        back to back outrun a process that sends when told: the robot dropped it for
+        silence, 200 ms of robot time, within a few dozen ticks)."""
         assert host is not None and host.stdin is not None
-        host.stdin.write(f"{rng.randint(1, 10)} {0.3 * math.sin(i / 40):.4f}\n")
+        count = rng.randint(1, 10)
+        queue = robot.link.queue
+        offered = queue.received + count
+        host.stdin.write(f"{count} {0.3 * math.sin(i / 40):.4f}\n")
         host.stdin.flush()
+        deadline = time.monotonic() + 10.0
+        while queue.received < offered:
+            if time.monotonic() > deadline:
+                raise RuntimeError("tick_cost: the host's packet did not reach the queue within 10 s")
+            time.sleep(0.0001)
 
     scenarios: list[tuple[str, dict[str, bool], Callable[[int], None]]] = [
         ("idle", {"autonomous": True, "enabled": True}, nothing),

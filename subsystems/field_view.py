@@ -17,13 +17,16 @@ chooser on "None", the queue's path is drawn though the wheels do not follow it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from math import copysign
 from typing import TYPE_CHECKING, cast
 
 import wpilib
 from wpimath.geometry import Pose2d, Twist2d
 
 if TYPE_CHECKING:
+    from bcnp.schema import MessageSpec
     from messages import DriveCmd
     from subsystems.bcnp_link import BcnpLink
     from subsystems.drivetrain import Drivetrain
@@ -34,6 +37,7 @@ PATH_HORIZON_S = 3.0
 PATH_STEP_S = 0.1  # one pose of the drawn path per this much driving
 PATH_EVERY_TICKS = 5  # 100 ms at the 20 ms loop
 PATH_MAX_COMMANDS = 150  # queued commands read at most (3 s of 20 ms commands)
+TWISTS_KEPT = 1000  # twists kept between paths at most (commanded_path's ``twists``)
 
 
 def commanded_path(
@@ -42,19 +46,40 @@ def commanded_path(
     *,
     horizon: float = PATH_HORIZON_S,
     step: float = PATH_STEP_S,
+    twists: dict[tuple[float, float], Twist2d] | None = None,
 ) -> list[Pose2d]:
     """The poses a unicycle passes from ``start`` driving ``segments`` of (vx m/s,
     omega rad/s, seconds) in turn: ``start``, one pose every ``step`` seconds of
-    driving, one at the end of every segment, and none beyond ``horizon`` seconds."""
+    driving, one at the end of every segment, and none beyond ``horizon`` seconds.
+
+    ``twists`` keeps each ``Twist2d`` made, by its (dx, dtheta), for this call and the
+    next ones it is given to: a command still queued at the next call, or one like it,
+    has its twist made once (the poses are the same; only a -0.0, which a dict cannot
+    tell from 0.0, gets a twist of its own every time)."""
+    if twists is None:
+        twists = {}
+    get = twists.get
     poses = [start]
+    append = poses.append
+    exp = Pose2d.exp
     pose = start
     left = horizon
+    # Conditional expressions where min() was: the same value (min(a, b) is b only when
+    # b < a), without the builtin's argument parsing, in a loop of up to 150 commands.
     for vx, omega, seconds in segments:
-        seconds = min(seconds, left)
+        if left < seconds:
+            seconds = left
         while seconds > 1e-9:
-            dt = min(step, seconds)
-            pose = pose.exp(Twist2d(vx * dt, 0.0, omega * dt))
-            poses.append(pose)
+            dt = seconds if seconds < step else step
+            x, theta = vx * dt, omega * dt
+            if (x or copysign(1.0, x) > 0.0) and (theta or copysign(1.0, theta) > 0.0):
+                twist = get((x, theta))
+                if twist is None:
+                    twist = twists[x, theta] = Twist2d(x, 0.0, theta)
+            else:
+                twist = Twist2d(x, 0.0, theta)
+            pose = exp(pose, twist)
+            append(pose)
             seconds -= dt
             left -= dt
         if left <= 1e-9:
@@ -74,6 +99,7 @@ class FieldView:
         self._drivetrain = drivetrain
         self._countdown = 0
         self._path_empty = False
+        self._twists: dict[tuple[float, float], Twist2d] = {}
 
     def periodic(self, now: float) -> None:
         pose = self._drivetrain.pose()
@@ -83,8 +109,9 @@ class FieldView:
             return
         self._countdown = PATH_EVERY_TICKS
         link = self._link
-        active, started, waiting = link.parts.shared_queue.peek(PATH_MAX_COMMANDS)
-        commands = cast("list[DriveCmd]", [active, *waiting] if active is not None else waiting)
+        # The waiting commands as wire integers, read by their fields' layout: no message
+        # object per command (the queue holds DriveCmds; any type with these fields reads alike).
+        active, started, waiting = link.parts.shared_queue.peek_raw(PATH_MAX_COMMANDS)
         if active is None and not waiting:
             if not self._path_empty:
                 self.path.setPoses([])
@@ -93,11 +120,43 @@ class FieldView:
         self._path_empty = False
         segments: list[tuple[float, float, float]] = []
         max_vx, max_omega = link.max_vx, link.max_omega
-        for index, command in enumerate(commands):
+        if active is not None:
+            command = cast("DriveCmd", active)
             seconds = command.durationMs / 1000
-            if index == 0 and active is not None and started is not None:
+            if started is not None:
                 seconds = max(0.0, started + seconds - now)  # what is left of the running one
             vx = max(-max_vx, min(max_vx, command.vx))
             omega = max(-max_omega, min(max_omega, command.omega))
             segments.append((vx, omega, seconds))
-        self.path.setPoses(commanded_path(pose, segments))
+        append = segments.append
+        low_vx, low_omega = -max_vx, -max_omega
+        for spec, raws in waiting:
+            vx_at, vx_scale, omega_at, omega_scale, ms_at = _layout(spec)
+            for raw in raws:
+                # As the fields read (a float32 field is its integer / its scale), clamped as
+                # max(-limit, min(limit, value)) clamps, written out.
+                vx = raw[vx_at] / vx_scale
+                vx = vx if vx < max_vx else max_vx
+                vx = vx if vx > low_vx else low_vx
+                omega = raw[omega_at] / omega_scale
+                omega = omega if omega < max_omega else max_omega
+                omega = omega if omega > low_omega else low_omega
+                append((vx, omega, raw[ms_at] / 1000))
+        if len(self._twists) > TWISTS_KEPT:
+            self._twists.clear()
+        self.path.setPoses(commanded_path(pose, segments, twists=self._twists))
+
+
+@functools.cache
+def _layout(spec: MessageSpec) -> tuple[int, int, int, int, int]:
+    """Where a command's vx, omega and durationMs sit in its wire integers, and the
+    float fields' scales (``Message`` reads a float32 field as raw / effective_scale)."""
+    names = [field.name for field in spec.fields]
+    vx, omega = spec.field("vx"), spec.field("omega")
+    return (
+        names.index("vx"),
+        vx.effective_scale,
+        names.index("omega"),
+        omega.effective_scale,
+        names.index("durationMs"),
+    )

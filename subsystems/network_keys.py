@@ -151,7 +151,13 @@ _UNSET = object()
 class NetworkKeys:
     """Writes :data:`KEYS` to SmartDashboard; the writers are looked up once, and a key
     is written when its value changed (SmartDashboard keeps the last one), so a tick
-    pays for the few keys that move, not for all of them."""
+    pays for the few keys that move, not for all of them.
+
+    The loop goes over the readers alone; a row's name, writer and ``show`` are unpacked
+    only when its value changed. (Tried and not kept: reading every value into a list
+    compared with the last at once, cheaper on a tick where nothing changed, dearer on
+    a live tick where a few keys change every time; ``operator.attrgetter`` readers,
+    whose generic attribute lookups cost more than a lambda's specialised ones.)"""
 
     def __init__(self, sources: Sources, keys: tuple[Key, ...] = KEYS) -> None:
         self.sources = sources
@@ -161,14 +167,17 @@ class NetworkKeys:
             float: wpilib.SmartDashboard.putNumber,  # type: ignore[dict-item]
             str: wpilib.SmartDashboard.putString,  # type: ignore[dict-item]
         }
-        self._writes = tuple((PREFIX + key.name, put[key.type], key.read, key.show) for key in keys)
+        self._writes = tuple((PREFIX + key.name, put[key.type], key.show) for key in keys)
+        self._reads = tuple(key.read for key in keys)
         self._last: list[object] = [_UNSET] * len(keys)
 
     def publish(self) -> None:
         sources = self.sources
         last = self._last
-        for i, (name, write, read, show) in enumerate(self._writes):
+        writes = self._writes
+        for i, read in enumerate(self._reads):
             value = read(sources)
             if value != last[i]:
                 last[i] = value
+                name, write, show = writes[i]
                 write(name, value if show is None else show(value))

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..queue import MessageQueue
-from ..schema import Message
+from ..schema import Message, MessageSpec
 from ..wire import PacketView
 
 __all__ = ["SharedQueue"]
@@ -95,6 +95,14 @@ class SharedQueue:
         with self.lock:
             queue = self.queue
             return queue.active(), queue.active_started_at, queue.peek(limit)
+
+    def peek_raw(
+        self, limit: int
+    ) -> tuple[Message | None, float | None, list[tuple[MessageSpec, list[tuple[int, ...]]]]]:
+        """:meth:`peek` with the waiting ones as wire integers (``MessageQueue.peek_raw``)."""
+        with self.lock:
+            queue = self.queue
+            return queue.active(), queue.active_started_at, queue.peek_raw(limit)
 
     def drain(self) -> list[Message]:
         with self.lock:

@@ -1,0 +1,553 @@
+"""Instructions per robot tick, counted exactly by Valgrind: robotPeriodic, its parts, the loop.
+
+    python -m benchmarks.tick_instructions [--ticks N] [--repeats B] [--warmup N] [--runs R]
+                                           [--wiring kitbot|sparkmax] [--keep DIR] [--json]
+
+The robot of ``benchmarks/tick_cost.py`` (robot.py with physics.py attached, the
+simulated HAL, WPILib's own loop function, simulated time stepped 20 ms a tick),
+run under ``valgrind --tool=callgrind``, which counts the instructions the CPU
+executes (x86-64, user space) whatever else the machine does. Wall time on a
+shared virtual machine varies by tens of percent; the count does not.
+
+How it counts. The program runs with collection off (``--collect-atstart=no``;
+start-up is not even instrumented, ``--instr-atstart=no``). Around what is
+measured it turns collection on and off itself, with Valgrind's client requests
+(the magic instruction sequence of ``valgrind/callgrind.h``, put in an
+executable page and called through ``ctypes``: no compiler, no extension).
+Collection is per thread, so only the robot thread's instructions count: the
+receive threads' parsing is not part of robotPeriodic (it runs between ticks,
+and on a roboRIO on the other core). Every block of ``--ticks`` ticks measures
+one thing (a probe: the whole loop, robotPeriodic, one part of it) and ends with
+a dump whose total is that probe's instructions over the block. Each probe has
+``--repeats`` blocks (default 3 of 50 ticks), one per round of all the probes, so
+that its blocks are spread over the scenario; its figure is their median (a
+garbage collection or a GIL hand-off that falls into one block, timed by other
+threads, moves one block, not the figure). Each bracket costs a few thousand
+instructions of its own (the ``ctypes`` calls); blocks that bracket an empty
+function measure that, and it is taken off every bracketed call. Parts are
+measured in blocks of their own (a part's bracket costs nothing outside its
+block), so "the rest" (robotPeriodic less its parts) is accurate to the
+scenario's variation from block to block.
+
+Scenarios (``--warmup`` ticks first, then one block per probe):
+
+* ``floor``: an empty ``TimedRobot`` subclass, its whole loop (the C++ loop,
+  the mode's calls, an empty robotPeriodic): what any RobotPy robot pays;
+* ``idle``: autonomous, enabled, no host;
+* ``live``: autonomous with a host on loopback TCP, as in tick_cost: one packet
+  of 1 to 10 DriveCmds (a seeded random draw) per tick, telemetry flowing back.
+  The host lives in this process and is driven by the ticks, not by a clock:
+  before each tick it sends that tick's packet and waits until the robot's
+  receive thread has queued it, then reads the telemetry sent so far. Every
+  tick sees the same packets in every run;
+* ``teleop``: teleop, enabled, the Xbox controller's sticks moving, link idle.
+
+Probes: ``loop`` (``_loopFunc``: everything of the tick, the simulation's
+physics included), ``simulation`` (pyfrc's physics step, which a roboRIO does
+not run: "loop on a roboRIO" is ``loop`` less it), ``robotPeriodic``, and its
+parts: queue update (``link.update``), mode (the autonomous mode's periodic),
+sticks (teleop's controller reads), intent (``drivetrain.drive``/``stop``),
+drivetrain (``drivetrain.periodic``: kinematics, motors, encoders, odometry),
+telemetry, field (the Odometry field), recorder, keys, flush (handing the
+telemetry to the receive thread), loop timing (``LoopTiming.begin``/``end`` and
+``LoopPriority.busy``/``idle``).
+
+Two runs (``--runs 2``, the default) give the spread between them. The figures
+and the conversion to a roboRIO's time are in docs/performance.md.
+Needs Valgrind on x86-64 Linux. ``--inner`` is what runs under Valgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import json
+import math
+import mmap
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The x86-64 client request of valgrind.h as a function ``long req(long *args, long default)``:
+#: args in %rax, the default in %rdx, the special preamble (four rotations of %rdi that add up
+#: to none), then ``xchg %rbx,%rbx``; Valgrind puts the answer in %rdx. Natively it does nothing
+#: and returns the default.
+_X86_64_REQUEST = bytes.fromhex(
+    "4889f8"  # mov %rdi,%rax
+    "4889f2"  # mov %rsi,%rdx
+    "48c1c703"  # rol $3,%rdi
+    "48c1c70d"  # rol $13,%rdi
+    "48c1c73d"  # rol $61,%rdi
+    "48c1c733"  # rol $51,%rdi
+    "4887db"  # xchg %rbx,%rbx
+    "4889d0"  # mov %rdx,%rax
+    "c3"  # ret
+)
+_CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)  # VG_USERREQ_TOOL_BASE('C','T')
+_DUMP_STATS_AT = _CALLGRIND_BASE + 3
+_TOGGLE_COLLECT = _CALLGRIND_BASE + 2
+_START_INSTRUMENTATION = _CALLGRIND_BASE + 4
+
+SCENARIOS = ("floor", "idle", "live", "teleop")
+#: Parts of robotPeriodic: name -> (object path from the robot, attribute names).
+PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "queue update": ("link", ("update",)),
+    "mode": ("automodes", ("periodic",)),
+    "sticks": ("", ("_teleop_speeds",)),
+    "intent": ("drivetrain", ("drive", "stop")),
+    "drivetrain": ("drivetrain", ("periodic",)),
+    "telemetry": ("link", ("record_telemetry",)),
+    "field": ("field_view", ("periodic",)),
+    "recorder": ("recorder", ("tick",)),
+    "keys": ("keys", ("publish",)),
+    "flush": ("link", ("flush_sends",)),
+    "loop timing": ("loop_timing", ("begin", "end")),
+    "loop priority": ("link.priority", ("busy", "idle")),
+}
+
+
+class Callgrind:
+    """Callgrind's client requests from Python (x86-64 Linux); no-ops when not under Valgrind."""
+
+    def __init__(self) -> None:
+        if platform.machine() not in ("x86_64", "AMD64"):
+            raise SystemExit(
+                f"tick_instructions: client requests are written for x86-64, not {platform.machine()}"
+            )
+        self._page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        self._page.write(_X86_64_REQUEST)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
+        self._request = ctypes.CFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
+        self._keep: list[Any] = []
+        self.toggle = self._bound(_TOGGLE_COLLECT)
+
+    def _args(self, request: int, *args: int) -> int:
+        block = (ctypes.c_ulong * 6)(request, *args)
+        self._keep.append(block)
+        return ctypes.addressof(block)
+
+    def _bound(self, request: int, *args: int) -> Callable[[], int]:
+        # One C-level call each time: the bracket's own cost stays small and constant.
+        return functools.partial(self._request, self._args(request, *args), 0)
+
+    def start_instrumentation(self) -> None:
+        self._bound(_START_INSTRUMENTATION)()
+
+    def dump(self, name: str) -> None:
+        text = ctypes.create_string_buffer(name.encode())
+        self._keep.append(text)
+        self._bound(_DUMP_STATS_AT, ctypes.addressof(text))()
+
+
+class Probes:
+    """Brackets: a wrapper turns collection on around one call; ``calls`` counts them."""
+
+    def __init__(self, callgrind: Callgrind) -> None:
+        self.toggle = callgrind.toggle
+        self.calls = 0
+
+    def bracket(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        toggle = self.toggle
+
+        def bracketed(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            toggle()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                toggle()
+
+        return bracketed
+
+
+def _nothing() -> None:
+    return None
+
+
+class LockstepHost:
+    """The live scenario's host, in the robot's thread and driven by its ticks.
+
+    A TCP controller on loopback (TCP_NODELAY, as the client): the handshake, then
+    before each tick one packet of 1 to 10 DriveCmds (seeded), after which it waits
+    until the robot's receive thread has queued the packet's commands. It reads
+    what telemetry arrived without ever waiting for it."""
+
+    def __init__(self, link: Any, seed: int = 1, timeout: float = 60.0) -> None:
+        from bcnp.wire import encode_handshake
+        from messages import SCHEMA
+
+        self.link = link
+        self.timeout = timeout
+        self.rng = random.Random(seed)
+        self.telemetry_bytes = 0
+        self.packets = 0
+        self.sock = socket.create_connection(("127.0.0.1", link.tcp.port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(encode_handshake(SCHEMA.hash))
+        handshake = b""
+        while len(handshake) < 8:
+            chunk = self.sock.recv(8 - len(handshake))
+            if not chunk:
+                raise RuntimeError("the robot closed the connection during the handshake")
+            handshake += chunk
+        self._wait(lambda: link.owner is link.tcp, "the robot to take the controller")
+        self.sock.setblocking(False)
+
+    def _wait(self, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"lockstep host: waited {self.timeout:g} s for {what}")
+            time.sleep(0.0002)
+
+    def drain(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                return
+            if not data:
+                raise RuntimeError("the robot closed the live connection")
+            self.telemetry_bytes += len(data)
+
+    def before_tick(self, i: int) -> None:
+        from bcnp.wire import encode_packet
+        from messages import DRIVE_CMD_SPEC, DriveCmd
+
+        self.drain()
+        count = self.rng.randint(1, 10)
+        omega = float(f"{0.3 * math.sin(i / 40):.4f}")  # as tick_cost's host gets it
+        packet = encode_packet(
+            DRIVE_CMD_SPEC, [DriveCmd(vx=0.8, omega=omega, durationMs=20) for _ in range(count)]
+        )
+        queue = self.link.queue
+        offered = queue.received + count
+        self.sock.sendall(packet)
+        self.packets += 1
+        self._wait(lambda: queue.received >= offered, "the robot to queue a packet")
+        time.sleep(0.001)  # the receive thread records the packet and goes back to its select
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _resolve(robot: Any, path: str) -> Any:
+    target = robot
+    for name in filter(None, path.split(".")):
+        target = getattr(target, name)
+    return target
+
+
+def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
+    """Under Valgrind: the scenarios, one dump per (scenario, probe) block."""
+    os.environ["BCNP_DRIVETRAIN"] = wiring
+    os.environ.setdefault("BCNP_PORT", "0")
+    if "BCNP_LOG_DIR" not in os.environ:  # run alone; under run_once, in its folder
+        os.environ["BCNP_LOG_DIR"] = tempfile.mkdtemp(prefix="bcnp-tick-instr-")
+    sys.path.insert(0, str(ROOT))
+    import hal
+    import ntcore
+    from wpilib.simulation import XboxControllerSim, pauseTiming, restartTiming
+
+    from benchmarks.tick_cost import _robot_classes, _step
+
+    callgrind = Callgrind()
+    probes = Probes(callgrind)
+    hal.initialize(500, 0)
+    ntcore.NetworkTableInstance.getDefault().startLocal()
+    pauseTiming()
+    restartTiming()
+    robot_class, empty_class = _robot_classes()
+    calibration = probes.bracket(_nothing)
+    callgrind.start_instrumentation()
+
+    def block(
+        scenario: str,
+        probe: str,
+        repeat: int,
+        robot: Any,
+        mode: dict[str, bool],
+        each: Callable[[int], None],
+        start: int,
+        loop: Callable[[], None] | None = None,
+    ) -> int:
+        """``ticks`` ticks from tick ``start`` with ``probe`` bracketed; one dump."""
+        probes.calls = 0
+        original = robot._loopFunc
+        if loop is not None:
+            robot._loopFunc = loop
+        try:
+            for i in range(start, start + ticks):
+                each(i)
+                if probe == "bracket":
+                    calibration()
+                _step(robot, **mode)
+        finally:
+            if loop is not None:
+                robot._loopFunc = original
+        callgrind.dump(f"{scenario}|{probe}|{repeat}|{ticks}|{probes.calls}")
+        return start + ticks
+
+    def measure(scenario: str, robot: Any, mode: dict[str, bool], each: Callable[[int], None]) -> None:
+        for i in range(warmup):
+            each(i)
+            _step(robot, **mode)
+        i = warmup
+        for repeat in range(repeats):  # each probe once per round: its blocks spread over the run
+            i = block(scenario, "bracket", repeat, robot, mode, each, i)
+            i = block(scenario, "loop", repeat, robot, mode, each, i, loop=probes.bracket(robot._loopFunc))
+            for probe in ("robotPeriodic", "simulation"):
+                attribute = "robotPeriodic" if probe == "robotPeriodic" else "_simulationPeriodic"
+                if scenario == "floor" and probe == "simulation":
+                    continue
+                setattr(robot, attribute, probes.bracket(getattr(robot, attribute)))
+                try:
+                    i = block(scenario, probe, repeat, robot, mode, each, i)
+                finally:
+                    delattr(robot, attribute)
+            if scenario == "floor":
+                continue
+            for part, (path, names) in PARTS.items():
+                owner = _resolve(robot, path)
+                for name in names:
+                    setattr(owner, name, probes.bracket(getattr(owner, name)))
+                try:
+                    i = block(scenario, part, repeat, robot, mode, each, i)
+                finally:
+                    for name in names:
+                        delattr(owner, name)
+
+    def nothing(i: int) -> None:
+        pass
+
+    autonomous = {"autonomous": True, "enabled": True}
+    empty = empty_class()
+    empty.robotInit()
+    measure("floor", empty, autonomous, nothing)
+    del empty
+
+    robot = robot_class()
+    robot.robotInit()
+    robot._simulationInit()
+    measure("idle", robot, autonomous, nothing)
+
+    host = LockstepHost(robot.link)
+    measure("live", robot, autonomous, host.before_tick)
+    host.drain()
+    print(
+        f"live: {host.packets} packets sent, {robot.link.queue.received} commands offered, "
+        f"{host.telemetry_bytes} telemetry bytes back",
+        flush=True,
+    )
+    host.close()
+    stick = XboxControllerSim(0)
+
+    def moving_sticks(i: int) -> None:
+        stick.setLeftY(-0.8 * math.sin(i / 50))
+        stick.setRightX(0.5 * math.cos(i / 70))
+        stick.notifyNewData()
+
+    for _ in range(20):  # the link sees the host go
+        _step(robot, **autonomous)
+    measure("teleop", robot, {"autonomous": False, "enabled": True}, moving_sticks)
+    robot.link.stop()
+    return 0
+
+
+_TRIGGER = "desc: Trigger: Client Request: "
+
+
+def _parse_dumps(directory: Path) -> dict[str, dict[str, list[tuple[int, int, int]]]]:
+    """scenario -> probe -> [(instructions, ticks, bracketed calls) per block], from callgrind's files."""
+    found: dict[str, dict[str, list[tuple[int, int, int]]]] = {}
+    for path in sorted(directory.glob("callgrind.out*")):
+        trigger, total = "", None
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith(_TRIGGER):
+                    trigger = line[len(_TRIGGER) :].strip()
+                elif line.startswith("totals:") or (line.startswith("summary:") and total is None):
+                    total = int(line.split()[1])
+        if trigger.count("|") != 4 or total is None:
+            continue
+        scenario, probe, _repeat, ticks, calls = trigger.split("|")
+        found.setdefault(scenario, {}).setdefault(probe, []).append((total, int(ticks), int(calls)))
+    return found
+
+
+def _per_tick(dumps: dict[str, dict[str, list[tuple[int, int, int]]]]) -> dict[str, dict[str, float]]:
+    """Instructions per tick of each probe: the median of its blocks, each block's brackets
+    (the median bracket's cost each) taken off."""
+    out: dict[str, dict[str, float]] = {}
+    for scenario, probes in dumps.items():
+        overhead = statistics.median(total / calls for total, _, calls in probes["bracket"])
+        figures = {"bracket (each, taken off)": overhead}
+        for probe, blocks in probes.items():
+            if probe != "bracket":
+                figures[probe] = statistics.median(
+                    (total - calls * overhead) / ticks for total, ticks, calls in blocks
+                )
+        if "simulation" in figures:
+            figures["loop on a roboRIO"] = figures["loop"] - figures["simulation"]
+        if "robotPeriodic" in figures and scenario != "floor":
+            parts = sum(figures.get(part, 0.0) for part in PARTS)
+            figures["rest of robotPeriodic"] = figures["robotPeriodic"] - parts
+        out[scenario] = figures
+    return out
+
+
+def run_once(
+    ticks: int, warmup: int, repeats: int, wiring: str, valgrind: str, keep: Path | None = None
+) -> dict[str, dict[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="bcnp-callgrind-") as tmp:
+        command = [
+            valgrind,
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            "--dump-line=no",
+            f"--callgrind-out-file={tmp}/callgrind.out",
+            sys.executable,
+            "-m",
+            "benchmarks.tick_instructions",
+            "--inner",
+            "--ticks",
+            str(ticks),
+            "--warmup",
+            str(warmup),
+            "--repeats",
+            str(repeats),
+            "--wiring",
+            wiring,
+        ]
+        env = dict(os.environ, PYTHONHASHSEED="0", BCNP_LOG_DIR=f"{tmp}/logs")  # gone with tmp
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stdout[-5000:] + done.stderr[-5000:])
+            raise SystemExit(f"tick_instructions: the run under Valgrind failed ({done.returncode})")
+        if keep is not None:  # callgrind's files, for callgrind_annotate (per C function)
+            keep.mkdir(parents=True, exist_ok=True)
+            for path in Path(tmp).glob("callgrind.out*"):
+                shutil.copy(path, keep / path.name)
+        return _per_tick(_parse_dumps(Path(tmp)))
+
+
+#: The conversion to a roboRIO (see docs/performance.md, "Instructions per tick").
+ARM_PER_X86 = 1.2  # ARMv7 (Thumb-2) instructions per x86-64 instruction, CPython and C++ code
+A9_IPC = 0.6  # instructions per cycle of a Cortex-A9 on such code
+ROBORIO_HZ = {"roboRIO 1": 667e6, "roboRIO 2": 866e6}
+BUDGET_S = 0.020
+
+
+def roborio_ms(instructions: float, hz: float) -> float:
+    return instructions * ARM_PER_X86 / A9_IPC / hz * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ticks", type=int, default=50, help="ticks per block (default 50)")
+    parser.add_argument("--repeats", type=int, default=3, help="blocks per probe, median taken (default 3)")
+    parser.add_argument(
+        "--warmup", type=int, default=100, help="ticks before each scenario's blocks (default 100)"
+    )
+    parser.add_argument("--runs", type=int, default=2, help="runs, for the spread between them (default 2)")
+    parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument(
+        "--valgrind", default="valgrind", help="the valgrind command (default: valgrind on PATH)"
+    )
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep the last run's callgrind files here (callgrind_annotate)",
+    )
+    parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.inner:
+        return _inner(args.ticks, args.warmup, args.repeats, args.wiring)
+    valgrind = shutil.which(args.valgrind)
+    if valgrind is None:
+        raise SystemExit("tick_instructions: needs Valgrind (apt-get install valgrind)")
+    runs = []
+    for n in range(args.runs):
+        start = time.monotonic()
+        runs.append(run_once(args.ticks, args.warmup, args.repeats, args.wiring, valgrind, args.keep))
+        print(f"run {n + 1}: {time.monotonic() - start:.0f} s under Valgrind", file=sys.stderr, flush=True)
+    version = sys.version.split()[0]
+    print(
+        f"Python {version}, {args.wiring} wiring: x86-64 instructions per tick (callgrind), "
+        f"median of {args.repeats} blocks of {args.ticks} ticks after {args.warmup}, {args.runs} run(s)"
+    )
+    first = runs[0]
+    header = "".join(f"{name:>12s}" for name in SCENARIOS)
+    print(f"  {'':26s}{header}{'spread':>9s}{'(instr)':>9s}")
+    names: list[str] = []
+    for scenario in SCENARIOS:
+        for name in first.get(scenario, {}):
+            if name not in names:
+                names.append(name)
+    order = ["loop", "simulation", "loop on a roboRIO", "robotPeriodic", *PARTS, "rest of robotPeriodic"]
+    names.sort(key=lambda n: order.index(n) if n in order else len(order))
+    spreads: dict[str, float] = {}
+    for name in names:
+        cells = []
+        worst, worst_abs = 0.0, 0.0
+        for scenario in SCENARIOS:
+            values = [v for v in (run.get(scenario, {}).get(name) for run in runs) if v is not None]
+            if not values:
+                cells.append(f"{'':>12s}")
+                continue
+            mean = statistics.fmean(values)
+            cells.append(f"{mean:12,.0f}")
+            if len(values) > 1:
+                spread = max(values) - min(values)
+                worst_abs = max(worst_abs, spread)
+                if mean >= 1000:
+                    spreads[f"{scenario}/{name}"] = spread / mean
+                    worst = max(worst, spread / mean)
+        print(f"  {name:26s}{''.join(cells)}{worst * 100:8.2f}%{worst_abs:9,.0f}")
+    print(f"  roboRIO time (x86-64 instructions x {ARM_PER_X86:.1f} / IPC {A9_IPC:.1f} at the clock):")
+    for scenario in SCENARIOS:
+        figures = first[scenario]
+        loop = figures.get("loop on a roboRIO", figures["loop"])
+        periodic = figures.get("robotPeriodic", 0.0)
+        cells = ", ".join(
+            f"{rio} loop {roborio_ms(loop, hz):.2f} ms (robotPeriodic {roborio_ms(periodic, hz):.2f} ms,"
+            f" {roborio_ms(periodic, hz) / (BUDGET_S * 1000) * 100:.0f} % of 20 ms)"
+            for rio, hz in ROBORIO_HZ.items()
+        )
+        print(f"    {scenario:7s} {cells}")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "python": version,
+                    "wiring": args.wiring,
+                    "ticks": args.ticks,
+                    "warmup": args.warmup,
+                    "runs": runs,
+                    "spreads": spreads,
+                }
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
