@@ -297,6 +297,14 @@ def _send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_telemetry(recorder: TelemetryRecorder, path: Path) -> None:
+    try:
+        rows = recorder.write_csv(path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    print(f"telemetry: {rows} rows written to {path}")
+
+
 def _drive_limits() -> Any:
     """This project's drivetrain (constants.py in the working folder), else the kit chassis."""
     from .planners import DriveLimits
@@ -396,11 +404,7 @@ def _replay(args: argparse.Namespace) -> int:
             if tty:
                 sys.stderr.write("\n")
             if recorder is not None and telemetry_out is not None:
-                try:
-                    rows = recorder.write_csv(telemetry_out)
-                except OSError as exc:
-                    raise UserError(f"{telemetry_out}: cannot write ({exc.strerror or exc})") from None
-                print(f"telemetry: {rows} rows written to {telemetry_out}")
+                _write_telemetry(recorder, telemetry_out)
         if status:
             print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
             return status
@@ -442,11 +446,7 @@ def _follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: A
             status = 130
         finally:
             if telemetry_out is not None:
-                try:
-                    rows = recorder.write_csv(telemetry_out)
-                except OSError as exc:
-                    raise UserError(f"{telemetry_out}: cannot write ({exc.strerror or exc})") from None
-                print(f"telemetry: {rows} rows written to {telemetry_out}")
+                _write_telemetry(recorder, telemetry_out)
         if status:
             print("interrupted: sent stop (CLEAR_QUEUE)")
             return status

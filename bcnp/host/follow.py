@@ -139,11 +139,8 @@ class Follower:
         self.packets = 0
         self.max_error = 0.0
         self.outages: list[Outage] = []
-        #: Times the robot stood still while the reference moved, and the reference waited.
-        self.stalls = 0
         self._stall_since: tuple[int, float] | None = None
         self._stall_checked: int | None = None
-        self._stall_counted: int | None = None
         #: (reference time, estimated x, y) once per plan: what the follower believed.
         self.track: list[tuple[float, float, float]] = []
 
@@ -305,8 +302,6 @@ class Follower:
             self._stall_since = (sample.stamp_ms, self.reference_time)
         elif (sample.stamp_ms - self._stall_since[0]) / 1000 >= STALL_S:
             self.reference_time = min(self.reference_time, self._stall_since[1])
-            self.stalls += self._stall_since[0] != self._stall_counted
-            self._stall_counted = self._stall_since[0]
 
     def _stalled(self) -> bool:
         since = self._stall_since
