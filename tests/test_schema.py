@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import types
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -539,6 +540,15 @@ def test_pack_many_joins_messages_of_exactly_its_class() -> None:
     assert cls.pack_many([a, (1.5, -0.25, 100)]) is None
     assert cls.pack_many([a, TEST_SCHEMA["TestCmd"](1.5, -0.25, 100)]) is None  # same layout, other type
     assert DRIVE_CMD.pack_messages([a, (1.5, -0.25, 100)]) == a.to_bytes() * 2
+    # A message of a subclass, fully built, still reads like its parent but is not taken.
+    sub = type("Sub", (cls,), {"__slots__": ()})(vx=1.5, omega=-0.25, durationMs=100)
+    assert (sub.vx, sub.to_bytes(), sub == a) == (1.5, a.to_bytes(), False)
+    assert cls.pack_many([a, sub]) is None
+    # The same message loaded from another copy of the schema is another class.
+    twin_spec = bcnp.load_schema(REFERENCE_SCHEMA_PATH)["DriveCmd"]
+    assert cls.pack_many([a, twin_spec(vx=1.5, omega=-0.25, durationMs=100)]) is None
+    # Something that answers to the class's own slot name without holding bytes is not taken.
+    assert cls.pack_many([a, types.SimpleNamespace(**{cls._own_slot: 7})]) is None
 
 
 def test_every_field_type_reads_back_from_the_bytes() -> None:
