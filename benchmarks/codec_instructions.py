@@ -13,12 +13,13 @@ of two ``benchmarks/throughput.py`` workloads executes per message:
 
 For each: x86-64 instructions (``Ir``), data reads and writes (``Dr + Dw``) and
 the simulated last-level cache's data misses (``DLmr + DLmw``; Valgrind sizes its
-caches after the machine's own), each per message. These do not move with the
-machine, so they say what a timing ratio is made of: a workload that executes
-more instructions than the reference's matches its speed only on a core that
-runs them faster, and a timing ratio that moves between machines moves with how
-fast each core runs which kind of code (see docs/performance.md, "Why encode
-varied between machines").
+caches after the machine's own, ``--ll BYTES`` sets another size), per message.
+None of these moves with the machine, so they say what a timing ratio is made
+of: a workload that executes more instructions than the reference's matches its
+speed only on a core that runs them faster, and a ratio that moves between
+machines moves with how fast each core runs each kind of code and how much of
+the data its caches hold (docs/performance.md, "Why encode varied between
+machines").
 
 Python: the same data as ``throughput.py`` (seed 3), one warm-up, then
 ``--runs`` runs of each workload, collection switched on around the timed part
@@ -59,11 +60,17 @@ EVENTS = ("Ir", "Dr", "Dw", "DLmr", "DLmw")
 _TRIGGER = "desc: Trigger: Client Request: "
 
 
+#: The simulated last-level cache (``--ll``): bytes, or None for Valgrind's own choice (the machine's).
+LL_BYTES: int | None = None
+
+
 def _callgrind(valgrind: str, out: str, *extra: str) -> list[str]:
+    caches = [] if LL_BYTES is None else [f"--LL={LL_BYTES},16,64"]
     return [
         valgrind,
         "--tool=callgrind",
         "--cache-sim=yes",
+        *caches,
         "--dump-line=no",
         f"--callgrind-out-file={out}",
         *extra,
@@ -210,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", metavar="PATH", help="the reference's bench program")
     parser.add_argument("--runs", type=int, default=5, help="runs of each workload (default 5)")
     parser.add_argument("--valgrind", default="valgrind", help="the valgrind command (default: on PATH)")
+    parser.add_argument(
+        "--ll",
+        type=int,
+        metavar="BYTES",
+        help="size of the simulated last-level cache (16-way, 64-byte lines; default: the machine's)",
+    )
     parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -220,10 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     valgrind = shutil.which(args.valgrind)
     if valgrind is None:
         raise SystemExit("codec_instructions: needs Valgrind (apt-get install valgrind)")
+    global LL_BYTES
+    LL_BYTES = args.ll
     figures = {"python": python_counts(valgrind, args.runs)}
     if args.reference:
         figures["reference"] = reference_counts(valgrind, args.reference, args.runs)
-    print(f"Python {sys.version.split()[0]}: per message, callgrind with its cache simulator")
+    cache = "the machine's last-level cache" if args.ll is None else f"a {args.ll:,}-byte last-level cache"
+    print(f"Python {sys.version.split()[0]}: per message, callgrind simulating {cache}")
     columns = ("instructions", "data refs", "LL data misses")
     print(f"  {'workload':24s}{'side':>11s}" + "".join(f"{c:>16s}" for c in columns))
     for name in WORKLOADS:
