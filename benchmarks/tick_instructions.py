@@ -19,7 +19,7 @@ receive threads' parsing is not part of robotPeriodic (it runs between ticks,
 and on a roboRIO on the other core). Every block of ``--ticks`` ticks measures
 one thing (a probe: the whole loop, robotPeriodic, one part of it) and ends with
 a dump whose total is that probe's instructions over the block. Each probe has
-``--repeats`` blocks (default 3 of 50 ticks), one per round of all the probes, so
+``--repeats`` blocks (default 7 of 50 ticks), one per round of all the probes, so
 that its blocks are spread over the scenario; its figure is their median (a
 garbage collection or a GIL hand-off that falls into one block, timed by other
 threads, moves one block, not the figure). Each bracket costs a few thousand
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--ticks", type=int, default=50, help="ticks per block (default 50)")
-    parser.add_argument("--repeats", type=int, default=3, help="blocks per probe, median taken (default 3)")
+    parser.add_argument("--repeats", type=int, default=7, help="blocks per probe, median taken (default 7)")
     parser.add_argument(
         "--warmup", type=int, default=100, help="ticks before each scenario's blocks (default 100)"
     )
