@@ -29,6 +29,17 @@ measured in blocks of their own (a part's bracket costs nothing outside its
 block), so "the rest" (robotPeriodic less its parts) is accurate to the
 scenario's variation from block to block.
 
+Two things timed by other threads would otherwise move parts between runs.
+The parts are measured with the cyclic garbage collector paused (and
+robotPeriodic once more so): a collection runs where an allocation count, the
+receive thread's allocations included, crosses its threshold, so it fell into
+one part or another; "garbage collection" is robotPeriodic less that figure.
+In the live scenario, a flush that wakes the receive thread waits, uncounted,
+until the telemetry has reached the host, and the receive threads' periodic
+wake-ups (``poll_interval``, 50 ms of wall time) are stretched to an hour: a
+receive thread then never asks for the interpreter lock in the middle of a
+tick, where the hand-off would land at a point set by wall time.
+
 Scenarios (``--warmup`` ticks first, then one block per probe):
 
 * ``floor``: an empty ``TimedRobot`` subclass, its whole loop (the C++ loop,
@@ -49,8 +60,8 @@ parts: queue update (``link.update``), mode (the autonomous mode's periodic),
 sticks (teleop's controller reads), intent (``drivetrain.drive``/``stop``),
 drivetrain (``drivetrain.periodic``: kinematics, motors, encoders, odometry),
 telemetry, field (the Odometry field), recorder, keys, flush (handing the
-telemetry to the receive thread), loop timing (``LoopTiming.begin``/``end`` and
-``LoopPriority.busy``/``idle``).
+telemetry to the receive thread), loop timing (``LoopTiming.begin``/``end``),
+loop priority (``LoopPriority.busy``/``idle``).
 
 Two runs (``--runs 2``, the default) give the spread between them. The figures
 and the conversion to a roboRIO's time are in docs/performance.md.
@@ -61,13 +72,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import functools
+import gc
 import json
 import math
 import mmap
 import os
 import platform
 import random
+import select
 import shutil
 import socket
 import statistics
@@ -102,6 +116,8 @@ _TOGGLE_COLLECT = _CALLGRIND_BASE + 2
 _START_INSTRUMENTATION = _CALLGRIND_BASE + 4
 
 SCENARIOS = ("floor", "idle", "live", "teleop")
+#: The probe of robotPeriodic measured with the cyclic garbage collector paused.
+NO_COLLECTOR = "robotPeriodic, collector paused"
 #: Parts of robotPeriodic: name -> (object path from the robot, attribute names).
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "queue update": ("link", ("update",)),
@@ -130,7 +146,9 @@ class Callgrind:
         self._page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
         self._page.write(_X86_64_REQUEST)
         address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
-        self._request = ctypes.CFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
+        # PYFUNCTYPE: the call keeps the interpreter lock (a CFUNCTYPE call lets it go and takes it
+        # back, a point where another thread could take it inside a measured bracket).
+        self._request = ctypes.PYFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
         self._keep: list[Any] = []
         self.toggle = self._bound(_TOGGLE_COLLECT)
 
@@ -158,6 +176,7 @@ class Probes:
     def __init__(self, callgrind: Callgrind) -> None:
         self.toggle = callgrind.toggle
         self.calls = 0
+        self.collecting = False
 
     def bracket(self, func: Callable[..., Any]) -> Callable[..., Any]:
         toggle = self.toggle
@@ -165,12 +184,25 @@ class Probes:
         def bracketed(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
             toggle()
+            self.collecting = True
             try:
                 return func(*args, **kwargs)
             finally:
+                self.collecting = False
                 toggle()
 
         return bracketed
+
+    def uncounted(self, func: Callable[[], None]) -> None:
+        """Run ``func`` with collection off, inside a bracket or not."""
+        if not self.collecting:
+            func()
+            return
+        self.toggle()
+        try:
+            func()
+        finally:
+            self.toggle()
 
 
 def _nothing() -> None:
@@ -239,6 +271,32 @@ class LockstepHost:
         self.packets += 1
         self._wait(lambda: queue.received >= offered, "the robot to queue a packet")
         time.sleep(0.001)  # the receive thread records the packet and goes back to its select
+
+    def await_telemetry(self) -> None:
+        """Wait (the robot thread idle) until the receive thread has written the telemetry
+        a flush woke it for and has gone back to its select."""
+        ready, _, _ = select.select([self.sock], [], [], self.timeout)
+        if not ready:
+            raise RuntimeError(f"lockstep host: no telemetry {self.timeout:g} s after a flush")
+        time.sleep(0.002)
+        self.drain()
+
+    def settle_flushes(self, server: Any, probes: Probes) -> None:
+        """Let each flush that wakes ``server``'s receive thread finish its send before the
+        tick goes on, uncounted: the receive thread then never waits for the interpreter
+        lock during the rest of the tick, where its hand-off would land at a point set by
+        wall time (under Valgrind, by the machine) and move small parts between runs."""
+        flush = server.flush_sends
+
+        def settled() -> None:
+            if not server._sends_queued:
+                flush()
+                return
+            probes.uncounted(self.drain)
+            flush()
+            probes.uncounted(self.await_telemetry)
+
+        server.flush_sends = settled
 
     def close(self) -> None:
         self.sock.close()
@@ -320,15 +378,29 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                     delattr(robot, attribute)
             if scenario == "floor":
                 continue
-            for part, (path, names) in PARTS.items():
-                owner = _resolve(robot, path)
-                for name in names:
-                    setattr(owner, name, probes.bracket(getattr(owner, name)))
+            # The parts, and robotPeriodic once more, with the cyclic collector paused: a
+            # collection runs where an allocation count (the receive thread's allocations
+            # included) happens to cross its threshold, so it would fall into one part or
+            # another from run to run. Its cost is robotPeriodic less this figure.
+            gc.disable()
+            try:
+                robot.robotPeriodic = probes.bracket(robot.robotPeriodic)
                 try:
-                    i = block(scenario, part, repeat, robot, mode, each, i)
+                    i = block(scenario, NO_COLLECTOR, repeat, robot, mode, each, i)
                 finally:
+                    del robot.robotPeriodic
+                for part, (path, names) in PARTS.items():
+                    owner = _resolve(robot, path)
                     for name in names:
-                        delattr(owner, name)
+                        setattr(owner, name, probes.bracket(getattr(owner, name)))
+                    try:
+                        i = block(scenario, part, repeat, robot, mode, each, i)
+                    finally:
+                        for name in names:
+                            delattr(owner, name)
+            finally:
+                gc.collect(0)  # what the young generation would have had collected meanwhile
+                gc.enable()
 
     def nothing(i: int) -> None:
         pass
@@ -342,10 +414,17 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     robot = robot_class()
     robot.robotInit()
     robot._simulationInit()
+    # The receive threads also wake every poll_interval (50 ms of wall time) to check
+    # their timeouts; under Valgrind such a wake-up lands anywhere in a tick and asks for
+    # the interpreter lock there. Measured, they wake for traffic only.
+    for server in (robot.link.tcp, robot.link.udp):
+        server.config = dataclasses.replace(server.config, poll_interval=3600.0)
     measure("idle", robot, autonomous, nothing)
 
     host = LockstepHost(robot.link)
+    host.settle_flushes(robot.link.tcp, probes)
     measure("live", robot, autonomous, host.before_tick)
+    del robot.link.tcp.flush_sends
     host.drain()
     print(
         f"live: {host.packets} packets sent, {robot.link.queue.received} commands offered, "
@@ -404,7 +483,9 @@ def _per_tick(dumps: dict[str, dict[str, list[tuple[int, int, int]]]]) -> dict[s
             figures["loop on a roboRIO"] = figures["loop"] - figures["simulation"]
         if "robotPeriodic" in figures and scenario != "floor":
             parts = sum(figures.get(part, 0.0) for part in PARTS)
-            figures["rest of robotPeriodic"] = figures["robotPeriodic"] - parts
+            paused = figures.pop(NO_COLLECTOR, figures["robotPeriodic"])
+            figures["rest of robotPeriodic"] = paused - parts
+            figures["garbage collection"] = figures["robotPeriodic"] - paused
         out[scenario] = figures
     return out
 
@@ -502,7 +583,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in first.get(scenario, {}):
             if name not in names:
                 names.append(name)
-    order = ["loop", "simulation", "loop on a roboRIO", "robotPeriodic", *PARTS, "rest of robotPeriodic"]
+    order = [
+        "loop",
+        "simulation",
+        "loop on a roboRIO",
+        "robotPeriodic",
+        *PARTS,
+        "rest of robotPeriodic",
+        "garbage collection",
+    ]
     names.sort(key=lambda n: order.index(n) if n in order else len(order))
     spreads: dict[str, float] = {}
     for name in names:
