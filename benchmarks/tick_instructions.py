@@ -26,14 +26,17 @@ threads, moves one block, not the figure). Each bracket costs a few thousand
 instructions of its own (the ``ctypes`` calls); blocks that bracket an empty
 function measure that, and it is taken off every bracketed call. Parts are
 measured in blocks of their own (a part's bracket costs nothing outside its
-block), so "the rest" (robotPeriodic less its parts) is accurate to the
-scenario's variation from block to block.
+block). "The rest" is measured too: robotPeriodic bracketed with every part
+paused (collection off around the part's call; a pause's own cost is
+calibrated on an empty function like the bracket's and taken off).
 
-Two things timed by other threads would otherwise move parts between runs.
-The parts are measured with the cyclic garbage collector paused (and
-robotPeriodic once more so): a collection runs where an allocation count, the
-receive thread's allocations included, crosses its threshold, so it fell into
-one part or another; "garbage collection" is robotPeriodic less that figure.
+Things timed by other threads or by wall time would otherwise move parts
+between runs. The parts (and the rest, and robotPeriodic once more) are
+measured with the cyclic garbage collector paused: a collection runs where an
+allocation count, the receive thread's allocations included, crosses its
+threshold, so it fell into one part or another; "garbage collection" is
+robotPeriodic less that figure. ``LoopTiming``'s wall clock is a seeded draw of
+tick durations (0.2 to 3 ms), the same in every run.
 In the live scenario, a flush that wakes the receive thread waits, uncounted,
 until the telemetry has reached the host, and the receive threads' periodic
 wake-ups (``poll_interval``, 50 ms of wall time) are stretched to an hour: a
@@ -118,6 +121,8 @@ _START_INSTRUMENTATION = _CALLGRIND_BASE + 4
 SCENARIOS = ("floor", "idle", "live", "teleop")
 #: The probe of robotPeriodic measured with the cyclic garbage collector paused.
 NO_COLLECTOR = "robotPeriodic, collector paused"
+#: robotPeriodic with every part paused (and the collector): the glue in ``_tick``.
+REST = "rest of robotPeriodic"
 #: Parts of robotPeriodic: name -> (object path from the robot, attribute names).
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "queue update": ("link", ("update",)),
@@ -176,6 +181,7 @@ class Probes:
     def __init__(self, callgrind: Callgrind) -> None:
         self.toggle = callgrind.toggle
         self.calls = 0
+        self.pauses = 0
         self.collecting = False
 
     def bracket(self, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -192,6 +198,25 @@ class Probes:
                 toggle()
 
         return bracketed
+
+    def pause(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """A wrapper that turns collection off around one call made inside a bracket;
+        ``pauses`` counts them (each costs a few thousand instructions, calibrated)."""
+        toggle = self.toggle
+
+        def paused(*args: Any, **kwargs: Any) -> Any:
+            if not self.collecting:
+                return func(*args, **kwargs)
+            self.pauses += 1
+            toggle()
+            self.collecting = False
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.collecting = True
+                toggle()
+
+        return paused
 
     def uncounted(self, func: Callable[[], None]) -> None:
         """Run ``func`` with collection off, inside a bracket or not."""
@@ -330,6 +355,8 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     restartTiming()
     robot_class, empty_class = _robot_classes()
     calibration = probes.bracket(_nothing)
+    paused_nothing = probes.pause(_nothing)
+    pause_calibration = probes.bracket(lambda: paused_nothing())
     callgrind.start_instrumentation()
 
     def block(
@@ -343,7 +370,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
         loop: Callable[[], None] | None = None,
     ) -> int:
         """``ticks`` ticks from tick ``start`` with ``probe`` bracketed; one dump."""
-        probes.calls = 0
+        probes.calls = probes.pauses = 0
         original = robot._loopFunc
         if loop is not None:
             robot._loopFunc = loop
@@ -352,11 +379,13 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                 each(i)
                 if probe == "bracket":
                     calibration()
+                elif probe == "pause":
+                    pause_calibration()
                 _step(robot, **mode)
         finally:
             if loop is not None:
                 robot._loopFunc = original
-        callgrind.dump(f"{scenario}|{probe}|{repeat}|{ticks}|{probes.calls}")
+        callgrind.dump(f"{scenario}|{probe}|{repeat}|{ticks}|{probes.calls}|{probes.pauses}")
         return start + ticks
 
     def measure(scenario: str, robot: Any, mode: dict[str, bool], each: Callable[[int], None]) -> None:
@@ -398,6 +427,22 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                     finally:
                         for name in names:
                             delattr(owner, name)
+                # The rest, measured: robotPeriodic with every part paused.
+                i = block(scenario, "pause", repeat, robot, mode, each, i)
+                wrapped = [
+                    (owner, name)
+                    for owner, names in ((_resolve(robot, path), names) for path, names in PARTS.values())
+                    for name in names
+                ]
+                for owner, name in wrapped:
+                    setattr(owner, name, probes.pause(getattr(owner, name)))
+                robot.robotPeriodic = probes.bracket(robot.robotPeriodic)
+                try:
+                    i = block(scenario, REST, repeat, robot, mode, each, i)
+                finally:
+                    del robot.robotPeriodic
+                    for owner, name in wrapped:
+                        delattr(owner, name)
             finally:
                 gc.collect(0)  # what the young generation would have had collected meanwhile
                 gc.enable()
@@ -414,6 +459,17 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     robot = robot_class()
     robot.robotInit()
     robot._simulationInit()
+    # LoopTiming keeps statistics of wall-clock tick durations, and under Valgrind those
+    # (so the branches of its bookkeeping) differ from run to run: measured, its wall
+    # clock is a seeded draw of durations as a roboRIO's ticks take (0.2 to 3 ms).
+    durations = random.Random(7)
+    wall_ns = [0]
+
+    def seeded_wall() -> int:
+        wall_ns[0] += durations.randint(200_000, 3_000_000)
+        return wall_ns[0]
+
+    robot.loop_timing.wall = seeded_wall
     # The receive threads also wake every poll_interval (50 ms of wall time) to check
     # their timeouts; under Valgrind such a wake-up lands anywhere in a tick and asks for
     # the interpreter lock there. Measured, they wake for traffic only.
@@ -449,9 +505,13 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
 _TRIGGER = "desc: Trigger: Client Request: "
 
 
-def _parse_dumps(directory: Path) -> dict[str, dict[str, list[tuple[int, int, int]]]]:
-    """scenario -> probe -> [(instructions, ticks, bracketed calls) per block], from callgrind's files."""
-    found: dict[str, dict[str, list[tuple[int, int, int]]]] = {}
+Blocks = dict[str, dict[str, list[tuple[int, int, int, int]]]]
+
+
+def _parse_dumps(directory: Path) -> Blocks:
+    """scenario -> probe -> [(instructions, ticks, bracketed calls, paused calls) per block],
+    from callgrind's files."""
+    found: Blocks = {}
     for path in sorted(directory.glob("callgrind.out*")):
         trigger, total = "", None
         with path.open(encoding="utf-8", errors="replace") as lines:
@@ -460,32 +520,37 @@ def _parse_dumps(directory: Path) -> dict[str, dict[str, list[tuple[int, int, in
                     trigger = line[len(_TRIGGER) :].strip()
                 elif line.startswith("totals:") or (line.startswith("summary:") and total is None):
                     total = int(line.split()[1])
-        if trigger.count("|") != 4 or total is None:
+        if trigger.count("|") != 5 or total is None:
             continue
-        scenario, probe, _repeat, ticks, calls = trigger.split("|")
-        found.setdefault(scenario, {}).setdefault(probe, []).append((total, int(ticks), int(calls)))
+        scenario, probe, _repeat, ticks, calls, pauses = trigger.split("|")
+        block = (total, int(ticks), int(calls), int(pauses))
+        found.setdefault(scenario, {}).setdefault(probe, []).append(block)
     return found
 
 
-def _per_tick(dumps: dict[str, dict[str, list[tuple[int, int, int]]]]) -> dict[str, dict[str, float]]:
+def _per_tick(dumps: Blocks) -> dict[str, dict[str, float]]:
     """Instructions per tick of each probe: the median of its blocks, each block's brackets
-    (the median bracket's cost each) taken off."""
+    and pauses (the median calibration's cost each) taken off."""
     out: dict[str, dict[str, float]] = {}
     for scenario, probes in dumps.items():
-        overhead = statistics.median(total / calls for total, _, calls in probes["bracket"])
-        figures = {"bracket (each, taken off)": overhead}
+        bracket = statistics.median(total / calls for total, _, calls, _ in probes["bracket"])
+        figures = {"bracket (each, taken off)": bracket}
+        pause = 0.0
+        if "pause" in probes:
+            pause = statistics.median(
+                (total - calls * bracket) / pauses for total, _, calls, pauses in probes["pause"]
+            )
+            figures["pause (each, taken off)"] = pause
         for probe, blocks in probes.items():
-            if probe != "bracket":
+            if probe not in ("bracket", "pause"):
                 figures[probe] = statistics.median(
-                    (total - calls * overhead) / ticks for total, ticks, calls in blocks
+                    (total - calls * bracket - pauses * pause) / ticks
+                    for total, ticks, calls, pauses in blocks
                 )
         if "simulation" in figures:
             figures["loop on a roboRIO"] = figures["loop"] - figures["simulation"]
-        if "robotPeriodic" in figures and scenario != "floor":
-            parts = sum(figures.get(part, 0.0) for part in PARTS)
-            paused = figures.pop(NO_COLLECTOR, figures["robotPeriodic"])
-            figures["rest of robotPeriodic"] = paused - parts
-            figures["garbage collection"] = figures["robotPeriodic"] - paused
+        if NO_COLLECTOR in figures:
+            figures["garbage collection"] = figures["robotPeriodic"] - figures.pop(NO_COLLECTOR)
         out[scenario] = figures
     return out
 
