@@ -185,48 +185,33 @@ class Probes:
         self.collecting = False
 
     def bracket(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        toggle = self.toggle
-
         def bracketed(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
-            toggle()
-            self.collecting = True
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self.collecting = False
-                toggle()
+            return self._switched(True, func, *args, **kwargs)
 
         return bracketed
 
     def pause(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """A wrapper that turns collection off around one call made inside a bracket;
         ``pauses`` counts them (each costs a few thousand instructions, calibrated)."""
-        toggle = self.toggle
+        return functools.partial(self.uncounted, func)
 
-        def paused(*args: Any, **kwargs: Any) -> Any:
-            if not self.collecting:
-                return func(*args, **kwargs)
-            self.pauses += 1
-            toggle()
-            self.collecting = False
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self.collecting = True
-                toggle()
-
-        return paused
-
-    def uncounted(self, func: Callable[[], None]) -> None:
-        """Run ``func`` with collection off, inside a bracket or not."""
+    def uncounted(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call ``func`` with collection off; inside a bracket, a pause (counted, so that
+        its own cost is taken off)."""
         if not self.collecting:
-            func()
-            return
+            return func(*args, **kwargs)
+        self.pauses += 1
+        return self._switched(False, func, *args, **kwargs)
+
+    def _switched(self, collecting: bool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``func`` with collection switched to ``collecting`` around it, then back."""
         self.toggle()
+        self.collecting = collecting
         try:
-            func()
+            return func(*args, **kwargs)
         finally:
+            self.collecting = not collecting
             self.toggle()
 
 
