@@ -11,7 +11,9 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +59,35 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
             wpilib.DataLogManager.stop()
         shutil.rmtree(_LOG_DIR, ignore_errors=True)
+
+
+def _pyfrc_plugin(config: pytest.Config) -> Any:
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "PyFrcPlugin":
+            return plugin
+    return None
+
+
+@pytest.fixture
+def robot(robot: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """pyfrc's robot, with the WPILib objects that outlive it dropped while NetworkTables
+    still knows their handles.
+
+    pyfrc resets NetworkTables, then clears SmartDashboard, and its physics interface
+    keeps the last ``Field2d`` it put there until the next robot's ``_simulationInit``
+    replaces it. A Field2d destroyed after the reset releases its old handles, whose
+    numbers by then belong to the next test's topics and entries: an entry a test had
+    just made, racing the robot thread's start, read nothing ever after. Here (after
+    the test's ``run_robot`` has ended, before pyfrc's cleanup) both are let go of, so
+    every such object dies with its own NetworkTables instance."""
+    yield robot
+    plugin = _pyfrc_plugin(request.config)
+    physics = getattr(plugin, "_physics", None)
+    if physics is not None:
+        physics.field = None
+    import wpilib
+
+    wpilib._wpilib._clearSmartDashboardData()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 from collections import defaultdict
@@ -13,7 +14,7 @@ import pytest
 import wpilib
 from support import wait_until
 from test_robot import Sim, cmd
-from wpiutil.log import DataLogReader
+from wpiutil.log import DataLogReader, StringLogEntry
 
 import bcnp
 import constants
@@ -27,16 +28,25 @@ def sim(control, robot) -> Iterator[Sim]:  # type: ignore[no-untyped-def]
         yield Sim(robot)
 
 
-def read_log() -> dict[str, list[object]]:
-    """Every entry of the run's .wpilog, by name, values in order (what AdvantageScope opens),
-    as far as the log's writer thread has written it."""
+class Log(defaultdict[str, list[object]]):
+    """Every entry's values by name, in order (what AdvantageScope opens); ``records``: every
+    (name, value) in the order the log holds them, across entries."""
+
+    def __init__(self) -> None:
+        super().__init__(list)
+        self.records: list[tuple[str, object]] = []
+
+
+def read_log() -> Log:
+    """The run's .wpilog as far as the log's writer thread has written it. The data log is
+    the process's: it holds every earlier test's robot too."""
     wpilib.DataLogManager.getLog().flush()  # asks the writer thread; it writes a moment later
     directory = Path(wpilib.DataLogManager.getLogDir())
     assert directory == Path(os.environ["BCNP_LOG_DIR"])  # never the project folder in tests
     files = sorted(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
     assert files, f"no .wpilog in {directory}"
     entries: dict[int, tuple[str, str]] = {}
-    values: dict[str, list[object]] = defaultdict(list)
+    log = Log()
     for record in DataLogReader(str(files[-1])):
         if record.isStart():
             start = record.getStartData()
@@ -50,13 +60,35 @@ def read_log() -> dict[str, list[object]]:
                 "boolean": record.getBoolean,
             }.get(kind)
             if read is not None:
-                values[name].append(read())
-    return values
+                value = read()
+                log[name].append(value)
+                log.records.append((name, value))
+    return log
 
 
-def read_log_when(ready: Callable[[dict[str, list[object]]], bool]) -> dict[str, list[object]]:
+def mark() -> str:
+    """A record of its own appended to the data log now, to find it by: what the robot
+    recorded before it is before it in the file, what it records later is after it."""
+    text = f"mark {next(_marks)}"
+    StringLogEntry(wpilib.DataLogManager.getLog(), "Test/Mark").append(text)
+    return text
+
+
+_marks = itertools.count()
+
+
+def since(log: Log, text: str, name: str) -> list[object] | None:
+    """The values of ``name`` recorded after the mark ``text``; None while the mark is not
+    in the file yet."""
+    records = iter(log.records)
+    if ("Test/Mark", text) not in records:  # consumes the records up to the mark
+        return None
+    return [value for entry, value in records if entry == name]
+
+
+def read_log_when(ready: Callable[[Log], bool]) -> Log:
     """The log once ``ready`` holds for it: the writer thread has caught up."""
-    seen: list[dict[str, list[object]]] = []
+    seen: list[Log] = []
 
     def caught_up() -> bool:
         seen[:] = [read_log()]
@@ -82,7 +114,15 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
         Client(test_schema, "127.0.0.1", sim.link.tcp.port).connect()
     sim.tick(15)
 
-    log = read_log_when(lambda log: log["BCNP/Connected"][-1:] == [False] and bool(log["BCNP/Refused"]))
+    gone = f"disconnected tcp {peer}: closed by the peer"
+
+    def refused_after_gone(log: Log) -> bool:
+        """This test's refusal is in the log (earlier tests' refusals and link losses are
+        there too), so is everything recorded before it."""
+        after = itertools.dropwhile(lambda record: record[1] != gone, log.records)
+        return any(name == "BCNP/Refused" for name, _ in after)
+
+    log = read_log_when(refused_after_gone)
     # Each packet handed to the queue, once, never per message (keepalives are packets of 0).
     packets = list(
         zip(log["BCNP/Packet/Type"], log["BCNP/Packet/Count"], log["BCNP/Packet/ClearQueue"], strict=True)
@@ -100,7 +140,7 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
     connected = [c for c in log["BCNP/Controller"] if peer in str(c)]
     assert connected == [
         f"connected tcp {peer}, schema 0x{SCHEMA.hash:08X} (ours 0x{SCHEMA.hash:08X})",
-        f"disconnected tcp {peer}: closed by the peer",
+        gone,
     ]
     refused = str(log["BCNP/Refused"][-1])
     assert refused.startswith("tcp 127.0.0.1:") and f"0x{test_schema.hash:08X}" in refused
@@ -126,14 +166,14 @@ def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None
 
 def test_a_flood_of_bytes_is_one_entry_per_packet(sim: Sim) -> None:
     sim.tick()
-    before = len(read_log_when(lambda log: "BCNP/Connected" in log)["BCNP/Packet/Count"])
+    start = mark()
     with socket.create_connection(("127.0.0.1", sim.link.tcp.port), timeout=5) as raw:
         raw.recv(8)
         big = bcnp.encode_packet(DriveCmd.spec, [cmd(0.1, ms=10)] * 65_535)
         raw.sendall(bcnp.encode_handshake(SCHEMA.hash) + big + b"\x00" * 1000)
         wait_until(lambda: sim.link.queue.metrics.received >= 65_535, what="the big packet")
-    counts = read_log_when(lambda log: len(log["BCNP/Packet/Count"]) > before)["BCNP/Packet/Count"][before:]
-    assert counts == [65_535]
+    log = read_log_when(lambda log: bool(since(log, start, "BCNP/Packet/Count")))
+    assert since(log, start, "BCNP/Packet/Count") == [65_535]
 
 
 def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) -> None:
@@ -141,7 +181,7 @@ def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) 
     it, a flood's packets are counted in BCNP/Packet/Unrecorded, not written (robot
     time stands still between ticks here: the budget does not refill during the burst)."""
     sim.tick()
-    before = len(read_log_when(lambda log: "BCNP/Connected" in log)["BCNP/Packet/Count"])
+    start = mark()
     budget = constants.RECORD_PACKETS_PER_S
     flood = budget + 500
     packet = bcnp.encode_packet(DriveCmd.spec, [cmd(0.1, ms=10)])
@@ -151,6 +191,7 @@ def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) 
         wait_until(lambda: sim.link.queue.metrics.received >= flood, what="the flood")
     assert sim.robot.recorder.unrecorded == 500
     sim.tick()  # the tick writes the count
-    log = read_log_when(lambda log: bool(log.get("BCNP/Packet/Unrecorded")))
-    assert len(log["BCNP/Packet/Count"]) - before == budget
-    assert log["BCNP/Packet/Unrecorded"][-1] == 500
+    # The count comes after every recorded packet (the receive thread recorded them first).
+    log = read_log_when(lambda log: bool(since(log, start, "BCNP/Packet/Unrecorded")))
+    assert len(since(log, start, "BCNP/Packet/Count") or []) == budget
+    assert since(log, start, "BCNP/Packet/Unrecorded") == [500]
