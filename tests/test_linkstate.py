@@ -15,6 +15,7 @@ from bcnp.host.linkstate import (
     LinkMachine,
     LinkState,
     ReconnectPolicy,
+    SendTimes,
     Wait,
 )
 
@@ -48,6 +49,52 @@ def test_telemetry_silence_is_a_lost_link_from_when_the_robot_was_last_heard() -
     assert isinstance(action, Disconnect) and "no telemetry for 0.5 s" in action.reason
     assert machine.status().lost_since == 1.0
     assert machine.poll(1.51) == Connect(1)
+
+
+def test_a_burst_released_late_dates_the_loss_by_when_the_robot_sent_it() -> None:
+    """Telemetry every 20 ms of robot time (stamps 5.00 s on) comes through in a few ms;
+    then the link stalls, the robot goes quiet 0.2 s later, and 1.8 s after that the
+    stalled packets arrive together, followed by the reset."""
+    machine = up(now=0.0)
+    for i in range(10):
+        machine.heard(10.0 + i * 0.02 + 0.003 * (i % 3), stamp=5.0 + i * 0.02)  # host 10.00 .. 10.18
+    for i in range(10, 20):  # stamps 5.20 .. 5.38: sent 10.20 .. 10.38, all arriving at 12.2
+        machine.heard(12.2, stamp=5.0 + i * 0.02)
+    machine.lost(12.21, "reset by the robot")
+    assert machine.status().lost_since == pytest.approx(10.38, abs=1e-3)  # 0.2 ms drift allowance
+    # Without stamps the same arrivals date it when the burst arrived.
+    plain = up(now=0.0)
+    for i in range(10):
+        plain.heard(10.0 + i * 0.02)
+    plain.heard(12.2)
+    plain.lost(12.21, "reset by the robot")
+    assert plain.status().lost_since == 12.2
+
+
+def test_send_times_follow_the_fastest_arrival_and_start_over_when_stamps_go_back() -> None:
+    times = SendTimes(drift=0.0)
+    assert times.sent(100.0, None) == 100.0  # no stamp: its arrival
+    assert times.sent(100.0, 7.0) == 100.0  # the first stamp: its arrival, offset 93
+    assert times.sent(100.5, 7.2) == pytest.approx(100.2)  # 0.3 s late: dated 93 + 7.2
+    assert times.sent(100.25, 7.25) == pytest.approx(100.25)  # faster than any before
+    assert times.sent(100.31, 7.3) == pytest.approx(100.3)  # the offset is now 93.0 again
+    assert times.sent(101.0, 0.0) == 101.0  # went back (a restart, a wrap): start over
+    assert times.sent(101.02, 0.0) == 101.02  # stamps that do not advance: arrival
+    assert times.sent(101.5, 0.4) == pytest.approx(101.42)  # from the last start, offset 101.02
+    times.reset()
+    assert times.sent(200.0, 0.5) == 200.0
+
+
+def test_send_times_let_the_offset_drift_slowly_and_are_never_after_the_arrival() -> None:
+    times = SendTimes(drift=1e-3)
+    times.sent(0.0, 0.0)
+    # A robot clock 500 ppm slow: each arrival 0.5 ms later than the stamps say.
+    for i in range(1, 101):
+        sent = times.sent(i * 1.0005, float(i))
+        assert sent <= i * 1.0005
+    assert sent == pytest.approx(100.05, abs=1e-9)  # followed: drift within the allowance
+    # A late one: its send time, give or take the allowance for one second (1 ms).
+    assert times.sent(101.5, 101.0) == pytest.approx(101.051, abs=1e-9)
 
 
 def test_silence_is_not_judged_without_a_silence_timeout() -> None:
@@ -179,7 +226,7 @@ def test_any_sequence_keeps_the_machine_consistent(
         now += dt
         before = machine.state
         if name == "heard":
-            machine.heard(now)
+            machine.heard(now, stamp=now / 2 if dt > 0.5 else None)
         elif name == "lost":
             machine.lost(now, "reset")
         elif name in ("failed", "fatal") and before is LinkState.CONNECTING:

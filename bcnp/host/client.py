@@ -20,7 +20,10 @@ its handshake, reads the robot's and raises :class:`SchemaMismatchError`
   link is down raises :class:`LinkDownError` and sends nothing. Each new
   connection starts with an empty queue on the robot (``status().generation``
   counts them): what was queued before is gone, and the sender decides what is
-  still worth sending. ``reconnect=False`` makes the first loss final.
+  still worth sending. ``reconnect=False`` makes the first loss final. A loss is
+  dated when the robot was last heard: by the robot's own ``timestampMs`` on the
+  last telemetry when it has one, so a burst a stalled link released late does
+  not make the robot seem there longer than it was.
 
 Only the first :meth:`Client.connect` fails fast (nothing there, wrong schema);
 a schema mismatch on a later attempt closes the client too.
@@ -77,6 +80,9 @@ __all__ = [
 
 #: Seconds, monotonic.
 Clock = Callable[[], float]
+#: A telemetry field of this name (milliseconds of the robot's clock, as DrivetrainTelemetry
+#: has) dates a lost link by when the robot sent the last packet, not when it arrived.
+STAMP_FIELD = "timestampMs"
 
 
 class LinkError(ConnectionError):
@@ -159,6 +165,7 @@ class Client:
         self.remote_hash: int | None = None
         self._machine = LinkMachine(reconnect)
         self._changed = threading.Condition()  # guards _machine; notified on each change
+        self._stamp_fields: dict[int, int | None] = {}  # message id -> index of STAMP_FIELD
         self._sock: socket.socket | None = None
         self._udp_port = 0  # our UDP source port, kept across reconnects
         self._thread: threading.Thread | None = None
@@ -644,8 +651,17 @@ class Client:
 
     def _on_packet(self, packet: PacketView, now: float) -> None:
         self.telemetry_packets += 1
+        stamp = None
+        spec = packet.spec
+        field = self._stamp_fields.get(spec.id, -1)
+        if field == -1:
+            names = spec.field_names
+            field = names.index(STAMP_FIELD) if STAMP_FIELD in names else None
+            self._stamp_fields[spec.id] = field
+        if field is not None and packet.count:
+            stamp = packet.raw(packet.count - 1)[field] / 1000  # the newest sample's
         with self._changed:
-            self._machine.heard(now)
+            self._machine.heard(now, stamp)
         callback = self.on_telemetry
         if callback is not None:
             try:

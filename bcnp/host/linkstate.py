@@ -35,6 +35,7 @@ __all__ = [
     "LinkState",
     "LinkStatus",
     "ReconnectPolicy",
+    "SendTimes",
     "Wait",
 ]
 
@@ -113,7 +114,8 @@ class LinkStatus:
     state: LinkState
     #: Connections made so far (1 after the first handshake); a new one means the robot's queue is empty.
     generation: int
-    #: When the robot was last known to be there (last telemetry, or the handshake), while the link is down.
+    #: When the robot was last known to be there (when it sent the last telemetry heard, or the
+    #: handshake), while the link is down.
     lost_since: float | None
     #: Attempts since the link was lost.
     attempts: int
@@ -144,6 +146,43 @@ class LinkStatus:
         return f"{self.state.value}{detail}{why}"
 
 
+class SendTimes:
+    """When the robot sent each telemetry packet, on the host's clock, from the robot's own
+    timestamps: the arrival of the packet that came through fastest (the smallest arrival
+    less stamp), moved on by how much later the robot stamped this one. A burst the network
+    held back (a TCP link stalled for a while, then released) arrives at once but is dated
+    when it was sent, so a link lost after it is dated when the robot really went quiet.
+
+    Never later than the arrival. Stamps that do not advance (a robot that does not fill
+    them in, a restart, a wrap) date the packet by its arrival and start over. The best
+    offset may drift up by ``drift`` seconds a second of robot time, for clocks that do
+    not run at quite the same rate."""
+
+    def __init__(self, drift: float = 1e-3) -> None:
+        self.drift = drift
+        self._offset: float | None = None
+        self._stamp: float | None = None
+
+    def reset(self) -> None:
+        """A new connection: the robot's clock may have restarted."""
+        self._offset = self._stamp = None
+
+    def sent(self, arrived: float, stamp: float | None) -> float:
+        """The host time at which a packet stamped ``stamp`` (robot seconds) that
+        ``arrived`` then was sent; ``arrived`` when it has no stamp."""
+        if stamp is None:
+            return arrived
+        last, self._stamp = self._stamp, stamp
+        offset = arrived - stamp
+        best = self._offset
+        if best is None or last is None or stamp <= last:
+            self._offset = offset
+            return arrived
+        best = min(offset, best + self.drift * (stamp - last))
+        self._offset = best
+        return min(arrived, stamp + best)
+
+
 class LinkMachine:
     """The host's link life (see the module docs). Not thread-safe: one owner calls it."""
 
@@ -159,6 +198,8 @@ class LinkMachine:
         self.last_lost_at: float | None = None
         self.lost_reason = ""
         self._last_heard: float | None = None
+        self._last_sent: float | None = None  # when the robot sent what was last heard
+        self._send_times = SendTimes()
         self._heard_telemetry = False
         self._backoff = self.policy.initial_backoff
         self._retry_at = 0.0
@@ -175,13 +216,17 @@ class LinkMachine:
         self.generation += 1
         self.attempts = 0
         self.lost_since = None
-        self._last_heard = now
+        self._last_heard = self._last_sent = now
+        self._send_times.reset()
         self._heard_telemetry = False
         self._backoff = self.policy.initial_backoff
 
-    def heard(self, now: float) -> None:
-        """Telemetry arrived: the robot is there."""
+    def heard(self, now: float, stamp: float | None = None) -> None:
+        """Telemetry arrived at ``now``: the robot is there. ``stamp``: the robot's own
+        time on it, in seconds, which dates a loss that follows by when the robot sent it
+        (:class:`SendTimes`); without one, by its arrival."""
         self._last_heard = now
+        self._last_sent = self._send_times.sent(now, stamp)
         self._heard_telemetry = True
 
     def lost(self, now: float, reason: str) -> None:
@@ -190,7 +235,8 @@ class LinkMachine:
             return
         self.losses += 1
         self.last_error = self.lost_reason = reason
-        self.lost_since = self.last_lost_at = self._last_heard if self._last_heard is not None else now
+        heard = self._last_sent
+        self.lost_since = self.last_lost_at = heard if heard is not None else now
         if not self.policy.enabled:
             self.state = LinkState.CLOSED
             return
