@@ -23,6 +23,7 @@ telemetry silence that counts as a lost link, and how long to keep trying.
 
 from __future__ import annotations
 
+import collections
 import enum
 import random
 from dataclasses import dataclass
@@ -148,39 +149,46 @@ class LinkStatus:
 
 class SendTimes:
     """When the robot sent each telemetry packet, on the host's clock, from the robot's own
-    timestamps: the arrival of the packet that came through fastest (the smallest arrival
-    less stamp), moved on by how much later the robot stamped this one. A burst the network
-    held back (a TCP link stalled for a while, then released) arrives at once but is dated
-    when it was sent, so a link lost after it is dated when the robot really went quiet.
+    timestamps: the stamp plus the smallest arrival-less-stamp among the packets of the
+    last ``window`` seconds of robot time (the fastest trip, which includes the shortest
+    one-way delay). A burst the network held back (a TCP link stalled, then released)
+    arrives at once but is dated when it was sent, so a link lost after it is dated when
+    the robot really went quiet.
 
-    Never later than the arrival. Stamps that do not advance (a robot that does not fill
-    them in, a restart, a wrap) date the packet by its arrival and start over. The best
-    offset may drift up by ``drift`` seconds a second of robot time, for clocks that do
-    not run at quite the same rate."""
+    Never later than the arrival. The window lets the estimate follow a lasting change
+    (a simulator paused, clocks at different rates, a slower route) within ``window``
+    seconds of robot time. A stamp more than ``window`` behind the newest (a restart, a
+    wrap) starts over; one that repeats or comes out of order (UDP) is dated like any."""
 
-    def __init__(self, drift: float = 1e-3) -> None:
-        self.drift = drift
-        self._offset: float | None = None
-        self._stamp: float | None = None
+    def __init__(self, window: float = 1.0) -> None:
+        self.window = window
+        self._newest: float | None = None
+        self._offsets: collections.deque[tuple[float, float]] = collections.deque()  # (stamp, offset)
 
     def reset(self) -> None:
         """A new connection: the robot's clock may have restarted."""
-        self._offset = self._stamp = None
+        self._newest = None
+        self._offsets.clear()
 
     def sent(self, arrived: float, stamp: float | None) -> float:
         """The host time at which a packet stamped ``stamp`` (robot seconds) that
         ``arrived`` then was sent; ``arrived`` when it has no stamp."""
         if stamp is None:
             return arrived
-        last, self._stamp = self._stamp, stamp
+        newest = self._newest
+        offsets = self._offsets
+        if newest is None or stamp < newest - self.window:
+            offsets.clear()
+            newest = None
+        if newest is None or stamp > newest:
+            self._newest = newest = stamp
         offset = arrived - stamp
-        best = self._offset
-        if best is None or last is None or stamp <= last:
-            self._offset = offset
-            return arrived
-        best = min(offset, best + self.drift * (stamp - last))
-        self._offset = best
-        return min(arrived, stamp + best)
+        while offsets and offsets[-1][1] >= offset:  # the window's minimum stays in front
+            offsets.pop()
+        offsets.append((stamp, offset))
+        while offsets[0][0] < newest - self.window:
+            offsets.popleft()
+        return min(arrived, stamp + offsets[0][1])
 
 
 class LinkMachine:
@@ -226,7 +234,9 @@ class LinkMachine:
         time on it, in seconds, which dates a loss that follows by when the robot sent it
         (:class:`SendTimes`); without one, by its arrival."""
         self._last_heard = now
-        self._last_sent = self._send_times.sent(now, stamp)
+        sent = self._send_times.sent(now, stamp)
+        if self._last_sent is None or sent > self._last_sent:  # the newest send heard
+            self._last_sent = sent
         self._heard_telemetry = True
 
     def lost(self, now: float, reason: str) -> None:
@@ -275,7 +285,13 @@ class LinkMachine:
         if state is LinkState.CLOSED:
             return GiveUp(self.last_error or "closed")
         limit = self.policy.give_up_after
-        if limit is not None and self.lost_since is not None and now - self.lost_since >= limit:
+        # At least one attempt first: a loss dated back by a stall may already be past the limit.
+        if (
+            limit is not None
+            and self.lost_since is not None
+            and now - self.lost_since >= limit
+            and self.attempts
+        ):
             self.state = LinkState.CLOSED
             down = now - self.lost_since
             self.last_error = f"no link for {down:.1f} s (gave up after {limit:g} s): {self.last_error}"
