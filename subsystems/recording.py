@@ -172,8 +172,9 @@ class BcnpRecorder:
         peer = server.peer_address
         kind = server.kind
         drops = sum(_drops(counters))
+        counted = drops != watch.drops
         # A UDP peer unlocked for link loss may pair again before the next tick: same peer.
-        if drops != watch.drops or (watch.peer and peer != watch.peer):
+        if counted or (watch.peer and peer != watch.peer):
             # "ip:port: why" (link lost, idle, closed or reset by the peer, the server stopped).
             self._controller.append(f"disconnected {kind} {server.last_drop}")
         if counters.controllers != watch.controllers:
@@ -190,6 +191,8 @@ class BcnpRecorder:
                 f"{kind} {server.last_reject}" + (f" (and {more - 1} more)" if more > 1 else "")
             )
         watch.controllers = counters.controllers
-        watch.peer = peer
+        # A departure counted while its peer still shows (the receive thread clears it a
+        # moment later) is recorded once: the peer is not watched for going as well.
+        watch.peer = None if counted and peer == watch.peer else peer
         watch.drops = drops
         watch.refusals = refusals

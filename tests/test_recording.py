@@ -77,13 +77,24 @@ def mark() -> str:
 _marks = itertools.count()
 
 
-def since(log: Log, text: str, name: str) -> list[object] | None:
-    """The values of ``name`` recorded after the mark ``text``; None while the mark is not
-    in the file yet."""
+def after(log: Log, text: str) -> Log | None:
+    """The records after the mark ``text``, as a log of their own; None while the mark is
+    not in the file yet."""
     records = iter(log.records)
     if ("Test/Mark", text) not in records:  # consumes the records up to the mark
         return None
-    return [value for entry, value in records if entry == name]
+    part = Log()
+    for name, value in records:
+        part[name].append(value)
+        part.records.append((name, value))
+    return part
+
+
+def since(log: Log, text: str, name: str) -> list[object] | None:
+    """The values of ``name`` recorded after the mark ``text``; None while the mark is not
+    in the file yet."""
+    part = after(log, text)
+    return None if part is None else part[name]
 
 
 def read_log_when(ready: Callable[[Log], bool]) -> Log:
@@ -100,6 +111,7 @@ def read_log_when(ready: Callable[[Log], bool]) -> Log:
 
 def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.Schema) -> None:
     sim.tick(5)
+    start = mark()  # the data log is the process's: only what follows is this test's
     host = sim.connect()
     peer = f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
     sim.deliver(
@@ -116,13 +128,16 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
 
     gone = f"disconnected tcp {peer}: closed by the peer"
 
-    def refused_after_gone(log: Log) -> bool:
-        """This test's refusal is in the log (earlier tests' refusals and link losses are
-        there too), so is everything recorded before it."""
-        after = itertools.dropwhile(lambda record: record[1] != gone, log.records)
-        return any(name == "BCNP/Refused" for name, _ in after)
+    def refused_after_gone(whole: Log) -> bool:
+        """This test's refusal is in the log, so is everything recorded before it."""
+        part = after(whole, start)
+        if part is None:
+            return False
+        later = itertools.dropwhile(lambda record: record[1] != gone, part.records)
+        return any(name == "BCNP/Refused" for name, _ in later)
 
-    log = read_log_when(refused_after_gone)
+    log = after(read_log_when(refused_after_gone), start)
+    assert log is not None
     # Each packet handed to the queue, once, never per message (keepalives are packets of 0).
     packets = list(
         zip(log["BCNP/Packet/Type"], log["BCNP/Packet/Count"], log["BCNP/Packet/ClearQueue"], strict=True)
@@ -152,6 +167,7 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
 
 def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None:
     sim.tick()
+    start = mark()
     host = sim.connect()
     peer = f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
     sim.deliver(host.send, [cmd(1.0, ms=5000)], clear_queue=True)
@@ -160,8 +176,15 @@ def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None
     sim.tick()
     host.close()
     gone = f"disconnected tcp {peer}: link lost: no packet for 0.220 s (link timeout 0.2 s)"
-    log = read_log_when(lambda log: gone in log["BCNP/Controller"])
-    assert [c for c in log["BCNP/Controller"] if peer in str(c)][-1] == gone
+    controllers = since(
+        read_log_when(lambda log: gone in (since(log, start, "BCNP/Controller") or [])),
+        start,
+        "BCNP/Controller",
+    )
+    assert controllers is not None and [c for c in controllers if peer in str(c)] == [
+        f"connected tcp {peer}, schema 0x{SCHEMA.hash:08X} (ours 0x{SCHEMA.hash:08X})",
+        gone,
+    ]
 
 
 def test_a_flood_of_bytes_is_one_entry_per_packet(sim: Sim) -> None:
