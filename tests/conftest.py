@@ -79,7 +79,11 @@ def robot(robot: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     numbers by then belong to the next test's topics and entries: an entry a test had
     just made, racing the robot thread's start, read nothing ever after. Here (after
     the test's ``run_robot`` has ended, before pyfrc's cleanup) both are let go of, so
-    every such object dies with its own NetworkTables instance."""
+    every such object dies with its own NetworkTables instance.
+
+    The data log is the process's, and its NetworkTables logger is tied to the instance
+    pyfrc resets: it is stopped here, so the next robot's ``start_recording`` starts it on
+    the new instance, as a robot program's first start does."""
     yield robot
     plugin = _pyfrc_plugin(request.config)
     physics = getattr(plugin, "_physics", None)
@@ -88,6 +92,9 @@ def robot(robot: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     import wpilib
 
     wpilib._wpilib._clearSmartDashboardData()
+    log_dir = os.environ.get("BCNP_LOG_DIR", "")
+    if log_dir and any(Path(log_dir).glob("*.wpilog")):  # started (else this would start it)
+        wpilib.DataLogManager.logNetworkTables(False)
 
 
 @pytest.fixture(scope="session")

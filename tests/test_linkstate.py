@@ -85,11 +85,17 @@ def test_send_times_follow_the_fastest_arrival_and_start_over_when_stamps_go_bac
     assert times.sent(100.25, 7.25) == pytest.approx(100.25)  # as fast as the first
     assert times.sent(100.3, 7.3) == pytest.approx(100.3)
     assert times.sent(100.36, 7.3) == pytest.approx(100.3)  # a repeated stamp: sent with it
-    assert times.sent(100.4, 7.28) == pytest.approx(100.28)  # out of order: its own send time
+    assert times.sent(100.38, 7.28) == pytest.approx(100.28)  # out of order: its own send time
+    assert times.sent(100.45, 7.3) == 100.45  # the newest stamp again 0.15 s on: stuck, arrival
     assert times.sent(101.0, 0.0) == 101.0  # more than the window back (a restart, a wrap): over
     assert times.sent(101.5, 0.4) == pytest.approx(101.4)  # from the new offset, 101.0
     times.reset()
     assert times.sent(200.0, 0.5) == 200.0
+
+
+def test_stamps_left_at_zero_date_packets_by_their_arrival() -> None:
+    times = SendTimes()
+    assert [times.sent(t, 0.0) for t in (5.0, 5.04, 5.2, 6.0)] == [5.0, 5.0, 5.2, 6.0]
 
 
 def test_send_times_follow_a_lasting_change_within_the_window_and_never_pass_the_arrival() -> None:

@@ -158,11 +158,15 @@ class SendTimes:
     Never later than the arrival. The window lets the estimate follow a lasting change
     (a simulator paused, clocks at different rates, a slower route) within ``window``
     seconds of robot time. A stamp more than ``window`` behind the newest (a restart, a
-    wrap) starts over; one that repeats or comes out of order (UDP) is dated like any."""
+    wrap) starts over; one that repeats or comes out of order (UDP) is dated like any
+    while the newest stamp arrived less than ``stuck`` seconds before, and by its
+    arrival after that (a robot that leaves the stamps at 0)."""
 
-    def __init__(self, window: float = 1.0) -> None:
+    def __init__(self, window: float = 1.0, stuck: float = 0.1) -> None:
         self.window = window
+        self.stuck = stuck
         self._newest: float | None = None
+        self._newest_arrived = 0.0  # when the newest stamp first arrived
         self._offsets: collections.deque[tuple[float, float]] = collections.deque()  # (stamp, offset)
 
     def reset(self) -> None:
@@ -182,6 +186,9 @@ class SendTimes:
             newest = None
         if newest is None or stamp > newest:
             self._newest = newest = stamp
+            self._newest_arrived = arrived
+        elif arrived - self._newest_arrived > self.stuck:
+            return arrived  # stamps that stopped advancing (or are never filled in) say nothing
         offset = arrived - stamp
         while offsets and offsets[-1][1] >= offset:  # the window's minimum stays in front
             offsets.pop()
