@@ -83,7 +83,7 @@ def start_recording(project_dir: Path) -> DataLog:
 class _ServerWatch:
     """What one server looked like at the last tick."""
 
-    __slots__ = ("server", "controllers", "peer", "remote_hash", "drops", "refusals")
+    __slots__ = ("server", "controllers", "peer", "remote_hash", "drops", "refusals", "left_uncounted")
 
     def __init__(self, server: TcpServer | UdpServer) -> None:
         self.server = server
@@ -93,6 +93,7 @@ class _ServerWatch:
         self.remote_hash = server.remote_hash
         self.drops = sum(_drops(counters))
         self.refusals = sum(_refusals(counters))
+        self.left_uncounted = False  # the last tick saw its peer go before its count rose
 
 
 class BcnpRecorder:
@@ -174,7 +175,11 @@ class BcnpRecorder:
         drops = sum(_drops(counters))
         counted = drops != watch.drops
         # A UDP peer unlocked for link loss may pair again before the next tick: same peer.
-        if counted or (watch.peer and peer != watch.peer):
+        left = bool(watch.peer) and peer != watch.peer
+        # The receive thread ends a controller in one step, but the counters and the peer
+        # are read apart: a departure can show by its peer going one tick and by its count
+        # the next, or the other way round. Either way it is recorded once.
+        if (counted and not watch.left_uncounted) or left:
             # "ip:port: why" (link lost, idle, closed or reset by the peer, the server stopped).
             self._controller.append(f"disconnected {kind} {server.last_drop}")
         if counters.controllers != watch.controllers:
@@ -191,8 +196,8 @@ class BcnpRecorder:
                 f"{kind} {server.last_reject}" + (f" (and {more - 1} more)" if more > 1 else "")
             )
         watch.controllers = counters.controllers
-        # A departure counted while its peer still shows (the receive thread clears it a
-        # moment later) is recorded once: the peer is not watched for going as well.
+        watch.left_uncounted = left and not counted
+        # Counted while its peer still shows: that peer is not watched for going as well.
         watch.peer = None if counted and peer == watch.peer else peer
         watch.drops = drops
         watch.refusals = refusals
