@@ -77,6 +77,7 @@ Needs Valgrind on x86-64 Linux. ``--inner`` is what runs under Valgrind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -95,7 +96,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,8 @@ SCENARIOS = ("floor", "idle", "live", "teleop")
 NO_COLLECTOR = "robotPeriodic, collector paused"
 #: robotPeriodic with every part paused (and the collector): the glue in ``_tick``.
 REST = "rest of robotPeriodic"
+#: robotPeriodic less NO_COLLECTOR: a difference of two figures, near zero.
+GARBAGE = "garbage collection"
 #: Parts of robotPeriodic: name -> (object path from the robot, attribute names).
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "queue update": ("link", ("update",)),
@@ -315,6 +318,21 @@ class LockstepHost:
         self.sock.close()
 
 
+@contextlib.contextmanager
+def _wrapped(
+    targets: list[tuple[Any, str]], wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Iterator[None]:
+    """Each ``(owner, name)`` method replaced on its instance by ``wrapper(method)``, then
+    the instance attribute removed again (the class's method shows through)."""
+    for owner, name in targets:
+        setattr(owner, name, wrapper(getattr(owner, name)))
+    try:
+        yield
+    finally:
+        for owner, name in targets:
+            delattr(owner, name)
+
+
 def _resolve(robot: Any, path: str) -> Any:
     target = robot
     for name in filter(None, path.split(".")):
@@ -388,11 +406,8 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                 attribute = "robotPeriodic" if probe == "robotPeriodic" else "_simulationPeriodic"
                 if scenario == "floor" and probe == "simulation":
                     continue
-                setattr(robot, attribute, probes.bracket(getattr(robot, attribute)))
-                try:
+                with _wrapped([(robot, attribute)], probes.bracket):
                     i = block(scenario, probe, repeat, robot, mode, each, i)
-                finally:
-                    delattr(robot, attribute)
             if scenario == "floor":
                 continue
             # The parts, and robotPeriodic once more, with the cyclic collector paused: a
@@ -401,36 +416,21 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
             # another from run to run. Its cost is robotPeriodic less this figure.
             gc.disable()
             try:
-                robot.robotPeriodic = probes.bracket(robot.robotPeriodic)
-                try:
+                periodic = [(robot, "robotPeriodic")]
+                with _wrapped(periodic, probes.bracket):
                     i = block(scenario, NO_COLLECTOR, repeat, robot, mode, each, i)
-                finally:
-                    del robot.robotPeriodic
-                for part, (path, names) in PARTS.items():
-                    owner = _resolve(robot, path)
-                    for name in names:
-                        setattr(owner, name, probes.bracket(getattr(owner, name)))
-                    try:
+                parts = {
+                    part: [(_resolve(robot, path), name) for name in names]
+                    for part, (path, names) in PARTS.items()
+                }
+                for part, targets in parts.items():
+                    with _wrapped(targets, probes.bracket):
                         i = block(scenario, part, repeat, robot, mode, each, i)
-                    finally:
-                        for name in names:
-                            delattr(owner, name)
                 # The rest, measured: robotPeriodic with every part paused.
                 i = block(scenario, "pause", repeat, robot, mode, each, i)
-                wrapped = [
-                    (owner, name)
-                    for owner, names in ((_resolve(robot, path), names) for path, names in PARTS.values())
-                    for name in names
-                ]
-                for owner, name in wrapped:
-                    setattr(owner, name, probes.pause(getattr(owner, name)))
-                robot.robotPeriodic = probes.bracket(robot.robotPeriodic)
-                try:
+                every_part = [target for targets in parts.values() for target in targets]
+                with _wrapped(every_part, probes.pause), _wrapped(periodic, probes.bracket):
                     i = block(scenario, REST, repeat, robot, mode, each, i)
-                finally:
-                    del robot.robotPeriodic
-                    for owner, name in wrapped:
-                        delattr(owner, name)
             finally:
                 gc.collect(0)  # what the young generation would have had collected meanwhile
                 gc.enable()
@@ -538,7 +538,7 @@ def _per_tick(dumps: Blocks) -> dict[str, dict[str, float]]:
         if "simulation" in figures:
             figures["loop on a roboRIO"] = figures["loop"] - figures["simulation"]
         if NO_COLLECTOR in figures:
-            figures["garbage collection"] = figures["robotPeriodic"] - figures.pop(NO_COLLECTOR)
+            figures[GARBAGE] = figures["robotPeriodic"] - figures.pop(NO_COLLECTOR)
         out[scenario] = figures
     return out
 
@@ -642,8 +642,8 @@ def main(argv: list[str] | None = None) -> int:
         "loop on a roboRIO",
         "robotPeriodic",
         *PARTS,
-        "rest of robotPeriodic",
-        "garbage collection",
+        REST,
+        GARBAGE,
     ]
     names.sort(key=lambda n: order.index(n) if n in order else len(order))
     spreads: dict[str, float] = {}
@@ -660,12 +660,12 @@ def main(argv: list[str] | None = None) -> int:
             if len(values) > 1:
                 spread = max(values) - min(values)
                 worst_abs = max(worst_abs, spread)
-                # "garbage collection" is a difference of two figures near zero: its
-                # spread is theirs, in instructions, never a percentage of itself.
-                if abs(mean) >= 1000 and name != "garbage collection":
+                # GARBAGE's spread is its two figures', in instructions, never a
+                # percentage of itself.
+                if abs(mean) >= 1000 and name != GARBAGE:
                     spreads[f"{scenario}/{name}"] = spread / abs(mean)
                     worst = max(worst, spread / abs(mean))
-        percent = f"{'-':>9s}" if name == "garbage collection" else f"{worst * 100:8.2f}%"
+        percent = f"{'-':>9s}" if name == GARBAGE else f"{worst * 100:8.2f}%"
         print(f"  {name:26s}{''.join(cells)}{percent}{worst_abs:9,.0f}")
     print(f"  roboRIO time (x86-64 instructions x {ARM_PER_X86:.1f} / IPC {A9_IPC:.1f} at the clock):")
     for scenario in SCENARIOS:

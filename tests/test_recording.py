@@ -7,7 +7,7 @@ import itertools
 import os
 import socket
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,9 +32,12 @@ class Log(defaultdict[str, list[object]]):
     """Every entry's values by name, in order (what AdvantageScope opens); ``records``: every
     (name, value) in the order the log holds them, across entries."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: Iterable[tuple[str, object]] = ()) -> None:
         super().__init__(list)
         self.records: list[tuple[str, object]] = []
+        for name, value in records:
+            self[name].append(value)
+            self.records.append((name, value))
 
 
 def read_log() -> Log:
@@ -46,7 +49,7 @@ def read_log() -> Log:
     files = sorted(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
     assert files, f"no .wpilog in {directory}"
     entries: dict[int, tuple[str, str]] = {}
-    log = Log()
+    records: list[tuple[str, object]] = []
     for record in DataLogReader(str(files[-1])):
         if record.isStart():
             start = record.getStartData()
@@ -60,10 +63,8 @@ def read_log() -> Log:
                 "boolean": record.getBoolean,
             }.get(kind)
             if read is not None:
-                value = read()
-                log[name].append(value)
-                log.records.append((name, value))
-    return log
+                records.append((name, read()))
+    return Log(records)
 
 
 def mark() -> str:
@@ -77,32 +78,16 @@ def mark() -> str:
 _marks = itertools.count()
 
 
-def after(log: Log, text: str) -> Log | None:
-    """The records after the mark ``text``, as a log of their own; None while the mark is
-    not in the file yet."""
-    records = iter(log.records)
-    if ("Test/Mark", text) not in records:  # consumes the records up to the mark
-        return None
-    part = Log()
-    for name, value in records:
-        part[name].append(value)
-        part.records.append((name, value))
-    return part
-
-
-def since(log: Log, text: str, name: str) -> list[object] | None:
-    """The values of ``name`` recorded after the mark ``text``; None while the mark is not
-    in the file yet."""
-    part = after(log, text)
-    return None if part is None else part[name]
-
-
-def read_log_when(ready: Callable[[Log], bool]) -> Log:
-    """The log once ``ready`` holds for it: the writer thread has caught up."""
+def read_log_after(text: str, ready: Callable[[Log], bool]) -> Log:
+    """What was recorded after the mark ``text``, once the writer thread has written the
+    mark and ``ready`` holds for what follows it."""
     seen: list[Log] = []
 
     def caught_up() -> bool:
-        seen[:] = [read_log()]
+        records = iter(read_log().records)
+        if ("Test/Mark", text) not in records:  # consumes the records up to the mark
+            return False
+        seen[:] = [Log(records)]
         return ready(seen[0])
 
     wait_until(caught_up, what="the data log to be written")
@@ -128,16 +113,12 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
 
     gone = f"disconnected tcp {peer}: closed by the peer"
 
-    def refused_after_gone(whole: Log) -> bool:
+    def refused_after_gone(log: Log) -> bool:
         """This test's refusal is in the log, so is everything recorded before it."""
-        part = after(whole, start)
-        if part is None:
-            return False
-        later = itertools.dropwhile(lambda record: record[1] != gone, part.records)
+        later = itertools.dropwhile(lambda record: record[1] != gone, log.records)
         return any(name == "BCNP/Refused" for name, _ in later)
 
-    log = after(read_log_when(refused_after_gone), start)
-    assert log is not None
+    log = read_log_after(start, refused_after_gone)
     # Each packet handed to the queue, once, never per message (keepalives are packets of 0).
     packets = list(
         zip(log["BCNP/Packet/Type"], log["BCNP/Packet/Count"], log["BCNP/Packet/ClearQueue"], strict=True)
@@ -176,12 +157,8 @@ def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None
     sim.tick()
     host.close()
     gone = f"disconnected tcp {peer}: link lost: no packet for 0.220 s (link timeout 0.2 s)"
-    controllers = since(
-        read_log_when(lambda log: gone in (since(log, start, "BCNP/Controller") or [])),
-        start,
-        "BCNP/Controller",
-    )
-    assert controllers is not None and [c for c in controllers if peer in str(c)] == [
+    controllers = read_log_after(start, lambda log: gone in log["BCNP/Controller"])["BCNP/Controller"]
+    assert [c for c in controllers if peer in str(c)] == [
         f"connected tcp {peer}, schema 0x{SCHEMA.hash:08X} (ours 0x{SCHEMA.hash:08X})",
         gone,
     ]
@@ -195,8 +172,8 @@ def test_a_flood_of_bytes_is_one_entry_per_packet(sim: Sim) -> None:
         big = bcnp.encode_packet(DriveCmd.spec, [cmd(0.1, ms=10)] * 65_535)
         raw.sendall(bcnp.encode_handshake(SCHEMA.hash) + big + b"\x00" * 1000)
         wait_until(lambda: sim.link.queue.metrics.received >= 65_535, what="the big packet")
-    log = read_log_when(lambda log: bool(since(log, start, "BCNP/Packet/Count")))
-    assert since(log, start, "BCNP/Packet/Count") == [65_535]
+    log = read_log_after(start, lambda log: bool(log["BCNP/Packet/Count"]))
+    assert log["BCNP/Packet/Count"] == [65_535]
 
 
 def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) -> None:
@@ -215,6 +192,6 @@ def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) 
     assert sim.robot.recorder.unrecorded == 500
     sim.tick()  # the tick writes the count
     # The count comes after every recorded packet (the receive thread recorded them first).
-    log = read_log_when(lambda log: bool(since(log, start, "BCNP/Packet/Unrecorded")))
-    assert len(since(log, start, "BCNP/Packet/Count") or []) == budget
-    assert since(log, start, "BCNP/Packet/Unrecorded") == [500]
+    log = read_log_after(start, lambda log: bool(log["BCNP/Packet/Unrecorded"]))
+    assert len(log["BCNP/Packet/Count"]) == budget
+    assert log["BCNP/Packet/Unrecorded"] == [500]

@@ -165,7 +165,9 @@ class Client:
         self.remote_hash: int | None = None
         self._machine = LinkMachine(reconnect)
         self._changed = threading.Condition()  # guards _machine; notified on each change
-        self._stamp_fields: dict[int, int | None] = {}  # message id -> index of STAMP_FIELD
+        self._stamp_fields = {  # message id -> index of STAMP_FIELD, for the messages that have it
+            spec.id: spec.field_names.index(STAMP_FIELD) for spec in schema if STAMP_FIELD in spec.field_names
+        }
         self._sock: socket.socket | None = None
         self._udp_port = 0  # our UDP source port, kept across reconnects
         self._thread: threading.Thread | None = None
@@ -652,12 +654,7 @@ class Client:
     def _on_packet(self, packet: PacketView, now: float) -> None:
         self.telemetry_packets += 1
         stamp = None
-        spec = packet.spec
-        field = self._stamp_fields.get(spec.id, -1)
-        if field == -1:
-            names = spec.field_names
-            field = names.index(STAMP_FIELD) if STAMP_FIELD in names else None
-            self._stamp_fields[spec.id] = field
+        field = self._stamp_fields.get(packet.spec.id)
         if field is not None and packet.count:
             stamp = packet.raw(packet.count - 1)[field] / 1000  # the newest sample's
         with self._changed:

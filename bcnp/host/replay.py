@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..schema import Message, MessageSpec, Schema
 from ..wire import PacketView
-from .client import Client, LinkClosedError, LinkDownError, LinkStatus
+from .client import STAMP_FIELD, Client, LinkClosedError, LinkDownError, LinkStatus
 from .paths import PathCommand
 
 __all__ = [
@@ -133,8 +133,8 @@ class TelemetryRecorder:
         self.start: float | None = None
         self.rows: list[tuple[float | int, ...]] = []
         self._lock = threading.Lock()
-        self._stamp = "timestampMs" in spec.field_names
-        self._stamp_index = spec.field_names.index("timestampMs") if self._stamp else 0
+        self._stamp = STAMP_FIELD in spec.field_names
+        self._stamp_index = spec.field_names.index(STAMP_FIELD) if self._stamp else 0
 
     @property
     def columns(self) -> tuple[str, ...]:
