@@ -66,18 +66,17 @@ SPARKMAX_ENCODER_CPR = 42
 #: Motor turns to metres at the wheel, and motor RPM to m/s at the wheel.
 SPARKMAX_POSITION_FACTOR_M_PER_ROT = math.pi * WHEEL_DIAMETER_M / GEAR_RATIO
 SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
-#: The controllers' velocity loop, slot 0, in those units: P in fraction of full
-#: output per m/s of error; the feedforward is the reference's 1/1.5 of full output
-#: per m/s (full speed at 1.5 m/s), given to REVLib in volts at 12 V nominal.
-SPARKMAX_VELOCITY_KP = 0.1
-SPARKMAX_VELOCITY_KI = 0.0
-SPARKMAX_VELOCITY_KD = 0.0
-SPARKMAX_VELOCITY_FF_PER_MPS = 1 / 1.5
-SPARKMAX_NOMINAL_VOLTAGE_V = 12.0
-SPARKMAX_VELOCITY_KV_V_PER_MPS = SPARKMAX_VELOCITY_FF_PER_MPS * SPARKMAX_NOMINAL_VOLTAGE_V
-#: None: no gyro, the wheels give the heading (as on the reference robot);
-#: "analog": an analog gyro on GYRO_ANALOG.
-SPARKMAX_GYRO: str | None = None
+#: The wheel-speed feedback in the controllers' closed loop, slot 0, in their units: P in
+#: fraction of full output per m/s of error, I in fraction of full output per (m/s of error
+#: x ms) (the controller integrates every millisecond), the integral bounded to
+#: SPARKMAX_WHEEL_I_MAX_ACCUM of that sum. The feedforward is the roboRIO's (DRIVE_K*).
+SPARKMAX_WHEEL_KP = 0.2
+SPARKMAX_WHEEL_KI = 0.0005
+SPARKMAX_WHEEL_I_MAX_ACCUM = 500.0
+#: The gyro: "adis16470" (an ADIS16470 IMU on the roboRIO's onboard SPI port: it holds the
+#: commanded turn rate), "analog" (an analog gyro on GYRO_ANALOG), or None (no gyro: the
+#: wheels give the heading and the turn rate, as on the reference robot).
+SPARKMAX_GYRO: str | None = "adis16470"
 
 # -- limits -------------------------------------------------------------------------------
 
@@ -89,14 +88,46 @@ MAX_OMEGA_RADPS = 2.5
 MAX_ACCEL_MPS2: float | None = 3.0
 MAX_ALPHA_RADPS2: float | None = 6.0
 
-# -- closed-loop wheel velocity -------------------------------------------------------------
+# -- drive loops: wheel speeds and turn rate ------------------------------------------------------
 
-#: Feedforward matched to the kit-of-parts model in physics.py (dual CIM: kV =
-#: 12 V / 3.96 m/s free speed). Characterise a real robot with SysId and replace.
-FEEDFORWARD_KS_V = 0.0
-FEEDFORWARD_KV_V_PER_MPS = 3.03
-FEEDFORWARD_KA_V_PER_MPS2 = 0.25
-VELOCITY_KP_V_PER_MPS = 2.0
+#: "tracking": WPILib's feedforward (kS, kV, kA) and PI feedback on each wheel's speed, and the
+#: turn-rate loop on the gyro; "legacy": the loops before them (feedforward kV and P only, no
+#: gyro loop), kept so the comparison can be re-run (benchmarks/on_target.py). The
+#: BCNP_DRIVE_LOOPS environment variable overrides it.
+DRIVE_LOOPS = "tracking"
+DRIVE_LOOPS_ENV = "BCNP_DRIVE_LOOPS"
+#: One side's feedforward, both wirings: volts to overcome friction (kS), per m/s (kV) and per
+#: m/s^2 (kA). These are the kit-of-parts model's (physics.py: dual CIM, 10.71:1, 60 lb);
+#: characterise a real robot with SysId (the "SysId" autonomous modes, docs/robot.md) and
+#: replace them.
+DRIVE_KS_V = 0.0
+DRIVE_KV_V_PER_MPS = 2.97
+DRIVE_KA_V_PER_MPS2 = 0.24
+#: The kitbot's wheel-speed feedback on the roboRIO: volts per m/s of error (P) and per metre
+#: of accumulated error (I: the wheel's distance behind where it should be); the integral's
+#: share of the output is bounded to WHEEL_I_LIMIT_V.
+WHEEL_KP_V_PER_MPS = 3.0
+WHEEL_KI_V_PER_M = 20.0
+WHEEL_I_LIMIT_V = 4.0
+#: The turn-rate loop (a gyro is needed): the commanded turn rates summed give the heading the
+#: robot should have; rad/s of correction per radian it is behind (P) and per radian-second
+#: (I), the correction bounded to TURN_MAX_CORRECTION_RADPS and the error to TURN_MAX_ERROR_RAD
+#: (a robot pushed round is not spun back hard).
+TURN_KP_RADPS_PER_RAD = 6.0
+TURN_KI_RADPS_PER_RAD_S = 6.0
+TURN_MAX_CORRECTION_RADPS = 1.0
+TURN_MAX_ERROR_RAD = 0.3
+#: A gyro whose reading stays exactly the same for this long while the wheels turn the chassis
+#: faster than GYRO_STILL_RADPS has stopped answering (so has one that says so itself, or reads
+#: NaN): the wheel loops drive alone, a WPILib Alert shows and the data log records it. It is
+#: trusted again after answering for GYRO_TRUST_AGAIN_S.
+GYRO_SILENT_S = 0.06
+GYRO_STILL_RADPS = 0.1
+GYRO_TRUST_AGAIN_S = 0.5
+#: The legacy loops' P: the kitbot's in volts per m/s, the SPARK MAX's in fraction of full
+#: output per m/s (as they were: P 2.0 V and 0.1).
+LEGACY_WHEEL_KP_V_PER_MPS = 2.0
+LEGACY_SPARKMAX_WHEEL_KP = 0.1
 
 # -- teleop -------------------------------------------------------------------------------------
 
@@ -164,6 +195,14 @@ SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
 def drivetrain_wiring() -> str:
     """The drivetrain wiring: ``BCNP_DRIVETRAIN`` from the environment, else ``DRIVETRAIN``."""
     return os.environ.get(DRIVETRAIN_ENV, "").strip().lower() or DRIVETRAIN
+
+
+def drive_loops() -> str:
+    """The drive loops: ``BCNP_DRIVE_LOOPS`` from the environment, else ``DRIVE_LOOPS``."""
+    loops = os.environ.get(DRIVE_LOOPS_ENV, "").strip().lower() or DRIVE_LOOPS
+    if loops not in ("tracking", "legacy"):
+        raise ValueError(f"{DRIVE_LOOPS_ENV}={loops!r}: expected 'tracking' or 'legacy'")
+    return loops
 
 
 def bcnp_port() -> int:

@@ -37,6 +37,7 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link = build_link()
         self.recorder = BcnpRecorder(log, self.link)
         self.link.packet_observer = self.recorder.packet
+        self._last_mode: str | None = None
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
         self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
@@ -74,6 +75,11 @@ class BcnpRobot(wpilib.TimedRobot):
         # this tick (the keys follow in robotPeriodic).
         now = wpilib.Timer.getFPGATimestamp()
         autonomous = self.isAutonomousEnabled()
+        mode = self._mode()
+        if mode is not self._last_mode:
+            # A new mode starts from rest in the loops: no integral carried over, limits from 0.
+            self._last_mode = mode
+            self.drivetrain.reset_loops()
         if autonomous:
             self.automodes.periodic()  # a path played on the robot is queued before the queue advances
         command = self.link.update(now)
@@ -91,6 +97,14 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.field_view.periodic(now)
         self.recorder.tick(self.drivetrain)
+
+    def _mode(self) -> str:
+        """"disabled", "autonomous", "teleop" or "test"."""
+        if not self.isEnabled():
+            return "disabled"
+        if self.isAutonomous():
+            return "autonomous"
+        return "test" if self.isTest() else "teleop"
 
     def autonomousInit(self) -> None:
         self.automodes.start()

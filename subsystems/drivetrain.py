@@ -1,16 +1,29 @@
 """Differential drivetrain: what the robot decides, for any wiring.
 
 ``drive(vx, omega)`` and ``stop()`` store intent; ``periodic()`` (once per
-tick, after the robot decided) turns it into wheel speeds (kinematics,
-acceleration limits), hands them to the wiring's :class:`DrivetrainIO`,
-reads back what the wheels did and updates odometry. ``stop()`` also stops
-the motors at once and resets the acceleration limiters, so a stop never
-ramps. How the wheels are driven (PWM or CAN, where the velocity loop runs)
-is the IO's business (``subsystems/drivetrain_io.py``).
+tick, after the robot decided) reads the sensors, updates odometry, and turns
+the intent into wheel speeds (acceleration limits, the turn-rate loop,
+kinematics) that it hands to the wiring's :class:`DrivetrainIO`, which holds
+them with its wheel-speed loops. ``stop()`` also stops the motors at once and
+resets the acceleration limiters and every loop's integral, so a stop never
+ramps and driving never resumes with an old integral. How the wheels are
+driven (PWM or CAN, where the wheel loop runs) is the IO's business
+(``subsystems/drivetrain_io.py``).
+
+The turn-rate loop (:class:`TurnRateLoop`) makes the chassis turn at the
+commanded rate as the gyro measures it, not as the wheel difference implies:
+wheels scrub on carpet, so a skid-steer chassis turns less than its wheel
+speeds say. :class:`GyroWatch` decides whether the gyro still answers; when
+it stops, the wheel loops drive alone (the correction fades out, never a
+jump), a WPILib ``Alert`` shows and the recorder writes it to the data log.
+``drive_volts`` applies voltages open loop (the SysId modes).
 """
 
 from __future__ import annotations
 
+import math
+
+import wpilib
 from wpimath.filter import SlewRateLimiter
 from wpimath.geometry import Pose2d, Rotation2d
 from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, DifferentialDriveOdometry
@@ -18,9 +31,128 @@ from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, Diffe
 import constants
 from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, make_io, wheel_heading
 
+_TAU = math.tau
+
 
 def _limiter(rate: float | None) -> SlewRateLimiter | None:
     return None if rate is None else SlewRateLimiter(rate)
+
+
+def _clamp(value: float, limit: float) -> float:
+    return value if -limit < value < limit else math.copysign(limit, value)
+
+
+class TurnRateLoop:
+    """The turn rate the chassis really delivers, held to the commanded one by the gyro.
+
+    The commanded turn rates, summed over the ticks, give the heading the robot should
+    have; each tick the loop adds a correction to the commanded rate from how far the
+    gyro's heading is behind (P and I: a chassis that turns at a fixed share of what its
+    wheels say, as a scrubbing one does, is made up in full). The error is bounded, so a
+    robot pushed round is not spun back hard, and so is the correction."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.kp = constants.TURN_KP_RADPS_PER_RAD
+        self.ki = constants.TURN_KI_RADPS_PER_RAD_S
+        self.max_error = constants.TURN_MAX_ERROR_RAD
+        self.max_correction = constants.TURN_MAX_CORRECTION_RADPS
+        #: How fast a correction fades when the gyro stops answering (rad/s per s).
+        self.fade = (constants.MAX_ALPHA_RADPS2 or 6.0) * period
+        self.correction = 0.0
+        self._target: float | None = None  # the heading the robot should have, rad
+        self._integral = 0.0
+        self._last_omega = 0.0
+
+    def reset(self) -> None:
+        """Start again from wherever the robot points: no error, no integral, no correction."""
+        self._target = None
+        self._integral = 0.0
+        self._last_omega = 0.0
+        self.correction = 0.0
+
+    def update(self, omega: float, heading: float) -> float:
+        """The correction (rad/s) to add to this tick's commanded ``omega``, from the gyro's
+        ``heading`` (rad, counter-clockwise) read at the start of the tick."""
+        target = self._target
+        if target is None:
+            target = heading
+        error = math.remainder(target - heading, _TAU)
+        max_error = self.max_error
+        if not -max_error <= error <= max_error:
+            error = math.copysign(max_error, error)
+            target = heading + error  # the rest is given up
+        period = self.period
+        correction = self.kp * error + self.ki * (self._integral + error * period)
+        limit = self.max_correction
+        if -limit < correction < limit:
+            self._integral += error * period  # no wind-up while the correction is at its bound
+        else:
+            correction = math.copysign(limit, correction)
+        # The wheels move from last tick's rate to this one's over the coming tick.
+        self._target = target + (self._last_omega + omega) * 0.5 * period
+        self._last_omega = omega
+        self.correction = correction
+        return correction
+
+    def fade_out(self) -> float:
+        """No gyro to trust: the correction steps toward 0 by at most the acceleration limit."""
+        self._target = None
+        self._integral = 0.0
+        self._last_omega = 0.0
+        correction = self.correction
+        fade = self.fade
+        self.correction = 0.0 if -fade <= correction <= fade else correction - math.copysign(fade, correction)
+        return self.correction
+
+
+class GyroWatch:
+    """Whether the gyro answers. It has stopped when it says so itself (an IMU's own check),
+    reads NaN, or reads exactly the same while the wheels turn the chassis (a real gyro's
+    reading always moves then) for ``GYRO_SILENT_S``. It is trusted again once its reading
+    has moved and it has answered for ``GYRO_TRUST_AGAIN_S``."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.ok = True
+        #: Why it was last found not answering ("" while it never was).
+        self.reason = ""
+        self.changes = 0  # times ``ok`` changed (the recorder and the alert follow it)
+        self._last: float | None = None
+        self._silent = 0.0
+        self._answering = 0.0
+        self._moved = False
+
+    def update(self, reading: float, connected: bool, wheel_turn_rate: float) -> bool:
+        period = self.period
+        if not connected:
+            why = "the gyro reports its sensor lost"
+        elif math.isnan(reading):
+            why = "the gyro reads NaN"
+        else:
+            why = ""
+            if reading == self._last:
+                if not -constants.GYRO_STILL_RADPS <= wheel_turn_rate <= constants.GYRO_STILL_RADPS:
+                    self._silent += period
+                    if self._silent >= constants.GYRO_SILENT_S - 1e-9:
+                        why = "the gyro's reading stopped while the wheels turn"
+            else:
+                self._silent = 0.0
+                self._moved = self._last is not None
+            self._last = reading
+        if why:
+            self._answering = 0.0
+            self._moved = False
+            if self.ok:
+                self.ok = False
+                self.reason = why
+                self.changes += 1
+        elif not self.ok:
+            self._answering += period
+            if self._moved and self._answering >= constants.GYRO_TRUST_AGAIN_S - 1e-9:
+                self.ok = True
+                self.changes += 1
+        return self.ok
 
 
 class Drivetrain:
@@ -29,19 +161,35 @@ class Drivetrain:
 
     def __init__(self, io: DrivetrainIO | None = None) -> None:
         self.io = io if io is not None else make_io(constants.drivetrain_wiring())
-        self.kinematics = DifferentialDriveKinematics(constants.TRACK_WIDTH_M)
+        self.period = constants.LOOP_PERIOD_S
+        self.track_width = constants.TRACK_WIDTH_M
+        self.kinematics = DifferentialDriveKinematics(self.track_width)
         self.vx_limiter = _limiter(constants.MAX_ACCEL_MPS2)
         self.omega_limiter = _limiter(constants.MAX_ALPHA_RADPS2)
         self.inputs = DrivetrainInputs()
         self.io.update_inputs(self.inputs)
-        self._wheel_zero = (self.inputs.left_position_m, self.inputs.right_position_m)
-        self.odometry = DifferentialDriveOdometry(
-            self._heading(), self.inputs.left_position_m, self.inputs.right_position_m
+        inputs = self.inputs
+        #: The turn-rate loop: with a gyro, and not with the legacy loops.
+        self.turn: TurnRateLoop | None = None
+        self.gyro_watch: GyroWatch | None = None
+        if inputs.heading is not None:
+            self.gyro_watch = GyroWatch(self.period)
+            if constants.drive_loops() != "legacy":
+                self.turn = TurnRateLoop(self.period)
+        self.gyro_alert = wpilib.Alert(
+            "Drivetrain", "Gyro not answering: the turn rate is the wheels' alone", wpilib.Alert.AlertType.kWarning
         )
+        # Without a trusted gyro the heading is this one plus what the wheels turned since.
+        start = inputs.heading if inputs.heading is not None else Rotation2d()
+        self._anchor = (start, inputs.left_position_m, inputs.right_position_m)
+        self.odometry = DifferentialDriveOdometry(start, inputs.left_position_m, inputs.right_position_m)
         self._vx = 0.0
         self._omega = 0.0
+        self._volts: tuple[float, float] | None = None  # drive_volts: open loop
+        self._ref = (0.0, 0.0)  # where each wheel should be now, m/s
         self._stopped = True
         self._stop_sent = False  # stop() already stopped the motors this tick
+        self._gyro_changes = 0
 
     # -- intent -------------------------------------------------------------------------
 
@@ -52,42 +200,91 @@ class Drivetrain:
         if self.omega_limiter is not None:
             omega = self.omega_limiter.calculate(omega)
         self._vx, self._omega = vx, omega
+        self._volts = None
+        self._stopped = False
+
+    def drive_volts(self, left: float, right: float) -> None:
+        """Apply these voltages to the sides for this tick, open loop (SysId's tests)."""
+        self._vx = self._omega = 0.0
+        self._volts = (left, right)
         self._stopped = False
 
     def stop(self) -> None:
-        """Wheels to 0 now: motors off in this very call, limiters reset."""
+        """Wheels to 0 now: motors off in this very call, limiters and loops reset."""
         # Every tick while stopped, not once: a reset also restarts the limiter's clock, so
         # the first step after a stop is limited to one tick's worth of acceleration.
         for limiter in (self.vx_limiter, self.omega_limiter):
             if limiter is not None:
                 limiter.reset(0.0)
+        self._ref = (0.0, 0.0)
+        if self.turn is not None:
+            self.turn.reset()
         self._vx = self._omega = 0.0
+        self._volts = None
         self._stopped = True
-        self.io.stop()
+        self.io.stop()  # also clears the wheel loops' integrals
         self._stop_sent = True
+
+    def reset_loops(self) -> None:
+        """No integral anywhere, wheel loops and turn-rate loop (a change of mode): what
+        follows starts from no correction. The wheels keep their speed references, so a
+        robot still moving is not jolted."""
+        self.io.reset_loops()
+        if self.turn is not None:
+            self.turn.reset()
 
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
         stop_sent, self._stop_sent = self._stop_sent, False
+        inputs = self.inputs
+        self.io.update_inputs(inputs)  # first: the loops act on this tick's readings
+        heading = self._heading()
+        self.odometry.update(heading, inputs.left_position_m, inputs.right_position_m)
         if self._stopped:
             if not stop_sent:  # once per tick is enough: stop() may have done it
                 self.io.stop()
-        else:
-            wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, self._omega))
-            self.io.set_wheel_speeds(wheels.left, wheels.right)
-        inputs = self.inputs
-        self.io.update_inputs(inputs)
-        self.odometry.update(self._heading(), inputs.left_position_m, inputs.right_position_m)
+            return
+        volts = self._volts
+        if volts is not None:
+            self.io.set_voltages(*volts)
+            return
+        omega = self._omega
+        turn = self.turn
+        if turn is not None:
+            if self.gyro_watch is not None and self.gyro_watch.ok:
+                omega += turn.update(omega, heading.radians())
+            elif turn.correction:
+                omega += turn.fade_out()
+        wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, omega))
+        left, right = self._ref
+        self.io.set_wheel_speeds(left, right, wheels.left, wheels.right)
+        self._ref = (wheels.left, wheels.right)
 
     def _heading(self) -> Rotation2d:
         inputs = self.inputs
-        if inputs.heading is not None:
-            return inputs.heading
-        left0, right0 = self._wheel_zero
-        return wheel_heading(
-            inputs.left_position_m - left0, inputs.right_position_m - right0, constants.TRACK_WIDTH_M
+        heading = inputs.heading
+        watch = self.gyro_watch
+        if heading is not None and watch is not None:
+            changes = watch.changes
+            if watch.update(heading.radians(), inputs.gyro_connected, self.wheel_turn_rate()):
+                self._anchor = (heading, inputs.left_position_m, inputs.right_position_m)
+                if changes != watch.changes:
+                    self._gyro_changed()
+                return heading
+            if changes != watch.changes:
+                self._gyro_changed()
+        start, left0, right0 = self._anchor
+        return start + wheel_heading(
+            inputs.left_position_m - left0, inputs.right_position_m - right0, self.track_width
         )
+
+    def _gyro_changed(self) -> None:
+        watch = self.gyro_watch
+        assert watch is not None
+        self.gyro_alert.set(not watch.ok)
+        if self.turn is not None and watch.ok:
+            self.turn.reset()  # trusted again: from where it points now
 
     # -- state ------------------------------------------------------------------------------
 
@@ -96,6 +293,11 @@ class Drivetrain:
         """(vx, omega) after the acceleration limits; (0, 0) when stopped."""
         return self._vx, self._omega
 
+    @property
+    def gyro_ok(self) -> bool | None:
+        """Whether the gyro answers; None without one."""
+        return None if self.gyro_watch is None else self.gyro_watch.ok
+
     def wheel_velocities(self) -> tuple[float, float]:
         """Left and right wheel speed, m/s, as read this tick."""
         return self.inputs.left_velocity_mps, self.inputs.right_velocity_mps
@@ -103,6 +305,22 @@ class Drivetrain:
     def wheel_positions(self) -> tuple[float, float]:
         """Left and right wheel distance since start, m, as read this tick."""
         return self.inputs.left_position_m, self.inputs.right_position_m
+
+    def wheel_turn_rate(self) -> float:
+        """The turn rate the wheel speeds imply (rad/s): more than the chassis turns if it scrubs."""
+        inputs = self.inputs
+        return (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
+
+    @property
+    def actual(self) -> tuple[float, float]:
+        """The chassis speed delivered, as read this tick: vx from the wheels (m/s), the turn
+        rate from the gyro while it answers, else from the wheels (rad/s)."""
+        inputs = self.inputs
+        vx = (inputs.left_velocity_mps + inputs.right_velocity_mps) * 0.5
+        rate = inputs.turn_rate_radps
+        if rate is None or not self.gyro_ok:
+            rate = self.wheel_turn_rate()
+        return vx, rate
 
     def pose(self) -> Pose2d:
         """Where odometry puts the robot, relative to where it started."""

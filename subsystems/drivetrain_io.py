@@ -1,15 +1,27 @@
 """The drivetrain's hardware seam: one interface, one class per wiring.
 
 :class:`~subsystems.drivetrain.Drivetrain` decides (kinematics, limits, stop
-rules, odometry); a :class:`DrivetrainIO` carries out what it decided and
-reports what the wheels did. Each wiring owns its motor controllers, sensors
-and wheel-velocity loop, wherever that loop runs:
+rules, the turn-rate loop, odometry); a :class:`DrivetrainIO` carries out what
+it decided and reports what the wheels and the gyro did. Each wiring owns its
+motor controllers, sensors and wheel-speed loop, wherever that loop runs:
 
 * :class:`KitbotIO`: two PWM controllers, two DIO quadrature encoders and an
-  analog gyro; the velocity loop (feedforward + P) runs on the roboRIO.
+  analog gyro; the wheel-speed loop (WPILib's feedforward with kS, kV, kA plus
+  a PI controller, in volts) runs on the roboRIO.
 * :class:`SparkMaxIO`: four SPARK MAX on CAN, followers following their
-  leader, encoders read by the controllers; the velocity loop runs on the
-  controllers, configured once at start and persisted.
+  leader, encoders read by the controllers, an ADIS16470 IMU (or an analog
+  gyro, or none); the wheel-speed feedback (P and I) runs in the controllers'
+  own closed loop, configured once at start and persisted, and the roboRIO's
+  WPILib feedforward reaches them as an arbitrary feedforward in volts with
+  every setpoint.
+
+The drivetrain hands each side two speeds a tick: where the wheel should be
+now and where at the next tick. The feedforward drives from one to the other;
+the feedback corrects the wheel toward where it should be, and its integral
+holds the wheel's speed (so its distance) against a weak side, a sagging
+battery or more mass. ``constants.DRIVE_LOOPS = "legacy"`` builds the loops
+as they were before (feedforward kV and P only: no kS, kA or integral), kept
+so that ``benchmarks/on_target.py`` can compare the two.
 
 ``constants.DRIVETRAIN`` picks one (``BCNP_DRIVETRAIN`` overrides it):
 :func:`make_io`. ``physics.py`` has the simulation side of each.
@@ -48,6 +60,10 @@ class DrivetrainInputs:
     right_velocity_mps: float = 0.0
     #: From a gyro, counter-clockwise positive; ``None`` without one (the wheels give it).
     heading: Rotation2d | None = None
+    #: The gyro's turn rate, rad/s counter-clockwise; ``None`` without a gyro.
+    turn_rate_radps: float | None = None
+    #: False when the gyro itself reports it has lost its sensor (an IMU's own check).
+    gyro_connected: bool = True
 
 
 class DrivetrainIO(abc.ABC):
@@ -55,14 +71,25 @@ class DrivetrainIO(abc.ABC):
 
     #: The name ``constants.DRIVETRAIN`` and ``BCNP_DRIVETRAIN`` use for it.
     wiring = ""
+    #: The gyro the wiring reads (``physics.py`` simulates it); None: the wheels give the heading.
+    gyro: wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None = None
 
     @abc.abstractmethod
-    def set_wheel_speeds(self, left_mps: float, right_mps: float) -> None:
-        """Drive each side at this speed (closed loop), from now until the next call."""
+    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
+        """Drive each side closed loop: it should run at ``*_mps`` now and at ``*_next`` one tick
+        from now (m/s). Holds until the next call."""
+
+    @abc.abstractmethod
+    def set_voltages(self, left_v: float, right_v: float) -> None:
+        """Apply these voltages open loop (SysId's tests), compensated for the battery."""
 
     @abc.abstractmethod
     def stop(self) -> None:
         """Motors off now, in this call; a stop also keeps the motor watchdog fed."""
+
+    @abc.abstractmethod
+    def reset_loops(self) -> None:
+        """Clear the wheel-speed loops' integrals (``stop`` does it too)."""
 
     @abc.abstractmethod
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
@@ -80,6 +107,11 @@ class DrivetrainIO(abc.ABC):
 class KitbotIO(DrivetrainIO):
     """The FRC kit-of-parts wiring: PWM motor controllers, DIO encoders, an analog gyro.
 
+    Each side's voltage is WPILib's feedforward (kS, kV, kA: from where the wheel
+    should be now to where it should be next tick) plus a PI controller on the
+    wheel's speed error now; both PI controllers are reset whenever the motors
+    are stopped, so driving never resumes with an old integral.
+
     One :class:`MotorWatchdog` stops both motor controllers when the robot loop
     stops feeding it. Not the controllers' own motor safety: each call on a PWM
     motor controller costs about 3 us in RobotPy 2026 (pybind11 finds the
@@ -89,6 +121,7 @@ class KitbotIO(DrivetrainIO):
     """
 
     wiring = "kitbot"
+    gyro: wpilib.AnalogGyro
 
     def __init__(self) -> None:
         self.left_motor = wpilib.PWMSparkMax(constants.LEFT_MOTOR_PWM)
@@ -106,25 +139,34 @@ class KitbotIO(DrivetrainIO):
             encoder.reset()
 
         self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
-        self.feedforward = SimpleMotorFeedforwardMeters(
-            constants.FEEDFORWARD_KS_V,
-            constants.FEEDFORWARD_KV_V_PER_MPS,
-            constants.FEEDFORWARD_KA_V_PER_MPS2,
-        )
-        self.left_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)
-        self.right_pid = PIDController(constants.VELOCITY_KP_V_PER_MPS, 0.0, 0.0)
+        self.legacy = constants.drive_loops() == "legacy"
+        self.feedforward = wheel_feedforward()
+        self.left_pid = _wheel_pid(self.legacy)
+        self.right_pid = _wheel_pid(self.legacy)
+        self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
         self._driven = True  # the motors may be running: the next stop() disables them
 
-    def set_wheel_speeds(self, left_mps: float, right_mps: float) -> None:
+    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
         self._driven = True  # first: a side set before an error must still be stopped
-        self.left_motor.setVoltage(self._volts(left_mps, self.left_encoder, self.left_pid))
-        self.right_motor.setVoltage(self._volts(right_mps, self.right_encoder, self.right_pid))
+        battery = wpilib.RobotController.getBatteryVoltage()
+        feedforward = self.feedforward
+        if self.legacy:  # kV only, P on where the wheel should be next tick
+            left = feedforward.calculate(left_next) + self.left_pid.calculate(self._left_rate, left_next)
+            right = feedforward.calculate(right_next) + self.right_pid.calculate(self._right_rate, right_next)
+        else:
+            left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
+            right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
+                self._right_rate, right_mps
+            )
+        self.left_motor.setVoltage(max(-battery, min(battery, left)))
+        self.right_motor.setVoltage(max(-battery, min(battery, right)))
         self.watchdog.feed()
 
-    def _volts(self, target: float, encoder: wpilib.Encoder, pid: PIDController) -> float:
-        volts = self.feedforward.calculate(target) + pid.calculate(encoder.getRate(), target)
-        battery = wpilib.RobotController.getBatteryVoltage()
-        return max(-battery, min(battery, volts))
+    def set_voltages(self, left_v: float, right_v: float) -> None:
+        self._driven = True
+        self.left_motor.setVoltage(left_v)
+        self.right_motor.setVoltage(right_v)
+        self.watchdog.feed()
 
     def stop(self) -> None:
         # Fed while stopped too, or an idle robot reports "Output not updated often enough".
@@ -132,22 +174,47 @@ class KitbotIO(DrivetrainIO):
         if self._driven:  # otherwise stopped since: the outputs are still disabled
             self.left_motor.stopMotor()
             self.right_motor.stopMotor()
-            self.left_pid.reset()
-            self.right_pid.reset()
+            self.reset_loops()
             self._driven = False
+
+    def reset_loops(self) -> None:
+        self.left_pid.reset()
+        self.right_pid.reset()
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
         inputs.left_position_m = self.left_encoder.getDistance()
         inputs.right_position_m = self.right_encoder.getDistance()
-        inputs.left_velocity_mps = self.left_encoder.getRate()
-        inputs.right_velocity_mps = self.right_encoder.getRate()
-        inputs.heading = self.gyro.getRotation2d()
+        inputs.left_velocity_mps = self._left_rate = self.left_encoder.getRate()
+        inputs.right_velocity_mps = self._right_rate = self.right_encoder.getRate()
+        gyro = self.gyro
+        inputs.heading = gyro.getRotation2d()
+        inputs.turn_rate_radps = -math.radians(gyro.getRate())  # the analog gyro counts clockwise
 
     def outputs(self) -> tuple[float, float]:
         return self.left_motor.get(), self.right_motor.get()
 
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
         return (self.watchdog,)
+
+
+def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
+    """WPILib's feedforward for one side from SysId's kS, kV, kA (``constants.DRIVE_K*``) at the
+    loop's period; the legacy loops' is kV alone (they never used kS, nor kA at a steady speed)."""
+    if constants.drive_loops() == "legacy":
+        return SimpleMotorFeedforwardMeters(0.0, constants.DRIVE_KV_V_PER_MPS, 0.0, constants.LOOP_PERIOD_S)
+    return SimpleMotorFeedforwardMeters(
+        constants.DRIVE_KS_V, constants.DRIVE_KV_V_PER_MPS, constants.DRIVE_KA_V_PER_MPS2, constants.LOOP_PERIOD_S
+    )
+
+
+def _wheel_pid(legacy: bool) -> PIDController:
+    """The kitbot's wheel-speed feedback, in volts per m/s of error: PI, its integral's share
+    of the output bounded (``WHEEL_I_LIMIT_V``); the legacy loops' P alone."""
+    if legacy:
+        return PIDController(constants.LEGACY_WHEEL_KP_V_PER_MPS, 0.0, 0.0, constants.LOOP_PERIOD_S)
+    pid = PIDController(constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S)
+    pid.setIntegratorRange(-constants.WHEEL_I_LIMIT_V, constants.WHEEL_I_LIMIT_V)
+    return pid
 
 
 class MotorWatchdog(wpilib.MotorSafety):
@@ -173,16 +240,18 @@ class MotorWatchdog(wpilib.MotorSafety):
 
 
 class SparkMaxIO(DrivetrainIO):
-    """Four SPARK MAX on CAN: a leader and a follower per side, the velocity loop on the leaders.
+    """Four SPARK MAX on CAN: a leader and a follower per side, the wheel-speed feedback on the leaders.
 
     Configured at start through REVLib's configuration API and persisted in the
     controllers' flash (``constants.SPARKMAX_*``): followers follow their
     leader, brake idle mode, the right side inverted, encoder conversion to
-    metres and m/s, P and velocity feedforward in slot 0. Velocity commands go
-    to the leaders' closed loops in m/s. A :class:`MotorWatchdog` stops both
-    leaders (and so their followers) when the robot loop stops feeding it.
-    An optional gyro (``constants.SPARKMAX_GYRO``); without one, the wheels
-    give the heading.
+    metres and m/s, P and I (bounded by ``SPARKMAX_WHEEL_I_MAX_ACCUM``) in slot
+    0. Each tick a leader gets a velocity setpoint (mid-way between where the
+    wheel should be now and next tick) with WPILib's feedforward for that step
+    as an arbitrary feedforward in volts; a stop also clears its integral. A
+    :class:`MotorWatchdog` stops both leaders (and so their followers) when the
+    robot loop stops feeding it. The gyro (``constants.SPARKMAX_GYRO``): an
+    ADIS16470 IMU by default, an analog gyro, or none (the wheels give the heading).
     """
 
     wiring = "sparkmax"
@@ -191,11 +260,15 @@ class SparkMaxIO(DrivetrainIO):
         import rev  # this wiring's library: imported when the wiring is built, never for a kitbot
 
         self._velocity = rev.SparkBase.ControlType.kVelocity
+        self._voltage = rev.SparkBase.ControlType.kVoltage
+        self._slot = rev.ClosedLoopSlot.kSlot0
+        self._volts = rev.SparkClosedLoopController.ArbFFUnits.kVoltage
         motor_type = (
             rev.SparkLowLevel.MotorType.kBrushless
             if constants.SPARKMAX_BRUSHLESS
             else rev.SparkLowLevel.MotorType.kBrushed
         )
+        self.legacy = constants.drive_loops() == "legacy"
         self.left_leader = rev.SparkMax(constants.SPARKMAX_LEFT_LEADER_CAN, motor_type)
         self.left_follower = rev.SparkMax(constants.SPARKMAX_LEFT_FOLLOWER_CAN, motor_type)
         self.right_leader = rev.SparkMax(constants.SPARKMAX_RIGHT_LEADER_CAN, motor_type)
@@ -206,16 +279,18 @@ class SparkMaxIO(DrivetrainIO):
             (self.left_leader, self.left_follower, False),
             (self.right_leader, self.right_follower, constants.SPARKMAX_RIGHT_INVERTED),
         ):
-            self._configure(leader, _leader_config(inverted))
+            self._configure(leader, _leader_config(inverted, self.legacy))
             self._configure(follower, _follower_config(leader))
         self.left_encoder = self.left_leader.getEncoder()
         self.right_encoder = self.right_leader.getEncoder()
         self.left_loop = self.left_leader.getClosedLoopController()
         self.right_loop = self.right_leader.getClosedLoopController()
+        self.feedforward = wheel_feedforward()
         self.watchdog = MotorWatchdog(
             (self.left_leader, self.right_leader), "SPARK MAX drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S
         )
-        self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG) if constants.SPARKMAX_GYRO == "analog" else None
+        self.gyro = _spark_max_gyro(constants.SPARKMAX_GYRO)
+        self._driven = True  # the motors may be running: the next stop() stops them and clears the integrals
 
     def _configure(self, spark: rev.SparkMax, config: rev.SparkMaxConfig) -> None:
         import rev
@@ -224,23 +299,55 @@ class SparkMaxIO(DrivetrainIO):
             spark.configure(config, rev.ResetMode.kResetSafeParameters, rev.PersistMode.kPersistParameters)
         )
 
-    def set_wheel_speeds(self, left_mps: float, right_mps: float) -> None:
+    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
+        self._driven = True
         velocity = self._velocity
-        self.left_loop.setSetpoint(left_mps, velocity)
-        self.right_loop.setSetpoint(right_mps, velocity)
+        if self.legacy:  # kV and P in the controller, on where the wheel should be next tick
+            self.left_loop.setSetpoint(left_next, velocity)
+            self.right_loop.setSetpoint(right_next, velocity)
+        else:
+            feedforward, slot, volts = self.feedforward, self._slot, self._volts
+            self.left_loop.setSetpoint(
+                (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
+            )
+            self.right_loop.setSetpoint(
+                (right_mps + right_next) / 2, velocity, slot, feedforward.calculate(right_mps, right_next), volts
+            )
+        self.watchdog.feed()
+
+    def set_voltages(self, left_v: float, right_v: float) -> None:
+        self._driven = True
+        self.left_loop.setSetpoint(left_v, self._voltage)
+        self.right_loop.setSetpoint(right_v, self._voltage)
         self.watchdog.feed()
 
     def stop(self) -> None:
-        self.left_leader.stopMotor()
-        self.right_leader.stopMotor()
         self.watchdog.feed()
+        if self._driven:
+            self.left_leader.stopMotor()
+            self.right_leader.stopMotor()
+            self.reset_loops()
+            self._driven = False
+
+    def reset_loops(self) -> None:
+        self.left_loop.setIAccum(0.0)
+        self.right_loop.setIAccum(0.0)
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
         inputs.left_position_m = self.left_encoder.getPosition()
         inputs.right_position_m = self.right_encoder.getPosition()
         inputs.left_velocity_mps = self.left_encoder.getVelocity()
         inputs.right_velocity_mps = self.right_encoder.getVelocity()
-        inputs.heading = self.gyro.getRotation2d() if self.gyro is not None else None
+        gyro = self.gyro
+        if gyro is None:
+            inputs.heading = inputs.turn_rate_radps = None
+        elif isinstance(gyro, wpilib.AnalogGyro):
+            inputs.heading = gyro.getRotation2d()
+            inputs.turn_rate_radps = -math.radians(gyro.getRate())  # counts clockwise
+        else:  # the IMU counts counter-clockwise
+            inputs.heading = Rotation2d.fromDegrees(gyro.getAngle())
+            inputs.turn_rate_radps = math.radians(gyro.getRate())
+            inputs.gyro_connected = gyro.isConnected()
 
     def outputs(self) -> tuple[float, float]:
         return self.left_leader.getAppliedOutput(), self.right_leader.getAppliedOutput()
@@ -249,7 +356,21 @@ class SparkMaxIO(DrivetrainIO):
         return (self.watchdog,)
 
 
-def _leader_config(inverted: bool) -> rev.SparkMaxConfig:
+#: The gyros the SPARK MAX wiring can read (``constants.SPARKMAX_GYRO``).
+SPARKMAX_GYROS = ("adis16470", "analog", None)
+
+
+def _spark_max_gyro(kind: str | None) -> wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None:
+    if kind == "adis16470":
+        return wpilib.ADIS16470_IMU()  # on the roboRIO's onboard SPI port, yaw about the board's Z
+    if kind == "analog":
+        return wpilib.AnalogGyro(constants.GYRO_ANALOG)
+    if kind is None:
+        return None
+    raise ValueError(f"unknown SPARKMAX_GYRO {kind!r}: one of {', '.join(map(repr, SPARKMAX_GYROS))}")
+
+
+def _leader_config(inverted: bool, legacy: bool) -> rev.SparkMaxConfig:
     import rev
 
     config = rev.SparkMaxConfig()
@@ -261,10 +382,12 @@ def _leader_config(inverted: bool) -> rev.SparkMaxConfig:
         # A brushed motor's encoder is wired to the controller's data port: tell it the resolution.
         config.encoder.countsPerRevolution(constants.SPARKMAX_ENCODER_CPR)
     config.closedLoop.setFeedbackSensor(rev.FeedbackSensor.kPrimaryEncoder)
-    config.closedLoop.pid(
-        constants.SPARKMAX_VELOCITY_KP, constants.SPARKMAX_VELOCITY_KI, constants.SPARKMAX_VELOCITY_KD
-    )
-    config.closedLoop.feedForward.kV(constants.SPARKMAX_VELOCITY_KV_V_PER_MPS)
+    if legacy:  # P and the feedforward's kV in the controller
+        config.closedLoop.pid(constants.LEGACY_SPARKMAX_WHEEL_KP, 0.0, 0.0)
+        config.closedLoop.feedForward.kV(constants.DRIVE_KV_V_PER_MPS)
+    else:  # P and I here; the feedforward comes from the roboRIO with every setpoint
+        config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
+        config.closedLoop.IMaxAccum(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
     return config
 
 

@@ -113,7 +113,7 @@ class Sim:
 WIRINGS = ["kitbot", "sparkmax"]
 #: Full output's wheel speed in the simulator: the kit chassis' dual CIMs reach 3.96 m/s; the
 #: SPARK MAX model is the motor the reference robot's feedforward describes (1.5 m/s).
-TOP_SPEED_MPS = {"kitbot": 3.96, "sparkmax": 1 / constants.SPARKMAX_VELOCITY_FF_PER_MPS}
+TOP_SPEED_MPS = {"kitbot": 3.96, "sparkmax": 3.96}
 
 
 @pytest.fixture(params=WIRINGS)
@@ -480,19 +480,19 @@ def test_a_side_set_before_an_error_is_still_stopped(sim: Sim) -> None:
     io = sim.drivetrain.io
     assert isinstance(io, KitbotIO)
     sim.tick(2)  # stopped
-    volts = io._volts
 
-    def right_fails(target: float, encoder: wpilib.Encoder, pid: PIDController) -> float:
-        if encoder is io.right_encoder:
+    right = io.right_motor
+
+    class RightFails:
+        def setVoltage(self, volts: float) -> None:
             raise RuntimeError("right side fails")
-        return volts(target, encoder, pid)
 
-    io._volts = right_fails  # type: ignore[method-assign]
+    io.right_motor = RightFails()  # type: ignore[assignment]
     try:
         with pytest.raises(RuntimeError):
-            io.set_wheel_speeds(1.0, 1.0)
+            io.set_wheel_speeds(1.0, 1.0, 1.0, 1.0)
     finally:
-        del io._volts  # the class's method again
+        io.right_motor = right
     assert io.outputs()[0] != 0.0
     io.stop()
     assert io.outputs() == (0.0, 0.0)
@@ -701,7 +701,7 @@ def test_the_tick_is_marked_busy_for_the_receive_threads(sim: Sim) -> None:
 
 
 @pytest.mark.parametrize("wiring", ["sparkmax"], indirect=True)
-def test_the_spark_max_wiring_is_configured_as_the_reference_robot(sim: Sim) -> None:
+def test_the_spark_max_wiring_is_configured_as_the_reference_robot_with_its_wheel_loop(sim: Sim) -> None:
     io = sim.drivetrain.io
     assert all(error == rev.REVLibError.kOk for error in io.config_errors) and len(io.config_errors) == 4
     leaders = {"left": io.left_leader, "right": io.right_leader}
@@ -724,19 +724,29 @@ def test_the_spark_max_wiring_is_configured_as_the_reference_robot(sim: Sim) -> 
         assert config.encoder.getPositionConversionFactor() == pytest.approx(metres_per_turn)
         assert config.encoder.getVelocityConversionFactor() == pytest.approx(metres_per_turn / 60)
         loop = config.closedLoop
-        assert (loop.getP(), loop.getI(), loop.getD()) == pytest.approx((0.1, 0.0, 0.0))
-        assert loop.feedForward.getkV() == pytest.approx(12.0 / 1.5)  # 1/1.5 of full output per m/s
+        # P and I in the controller; the feedforward is the roboRIO's, sent with each setpoint.
+        assert (loop.getP(), loop.getI(), loop.getD()) == pytest.approx(
+            (constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
+        )
+        assert loop.getMaxIAccumulation() == pytest.approx(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
+        assert loop.feedForward.getkV() == 0.0
         follower = followers[side]
         assert (
             follower.isFollower()
             and follower.configAccessor.getFollowerModeLeaderId() == leader.getDeviceId()
         )
         assert follower.configAccessor.getIdleMode() == rev.SparkBaseConfig.IdleMode.kBrake
-    assert io.gyro is None  # heading from the wheels, as on the reference robot
+    assert isinstance(io.gyro, wpilib.ADIS16470_IMU)  # the turn-rate loop's gyro
+
+
+@pytest.fixture
+def no_gyro(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constants, "SPARKMAX_GYRO", None)
 
 
 @pytest.mark.parametrize("wiring", ["sparkmax"], indirect=True)
-def test_without_a_gyro_the_wheels_give_the_heading(sim: Sim, truth: Physics) -> None:
+def test_without_a_gyro_the_wheels_give_the_heading(no_gyro: None, sim: Sim, truth: Physics) -> None:
+    assert sim.drivetrain.io.gyro is None and sim.drivetrain.turn is None
     with sim.connect() as host:
         sim.deliver(host.send, [cmd(0.5, 1.0, ms=1500)], clear_queue=True)
         sim.run(1.0, host)
