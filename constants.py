@@ -67,12 +67,14 @@ SPARKMAX_ENCODER_CPR = 42
 SPARKMAX_POSITION_FACTOR_M_PER_ROT = math.pi * WHEEL_DIAMETER_M / GEAR_RATIO
 SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
 #: The wheel-speed feedback in the controllers' closed loop, slot 0, in their units: P in
-#: fraction of full output per m/s of error, I in fraction of full output per (m/s of error
-#: x ms) (the controller integrates every millisecond), the integral bounded to
-#: SPARKMAX_WHEEL_I_MAX_ACCUM of that sum. The feedforward is the roboRIO's (DRIVE_K*).
-SPARKMAX_WHEEL_KP = 0.2
-SPARKMAX_WHEEL_KI = 0.0005
-SPARKMAX_WHEEL_I_MAX_ACCUM = 500.0
+#: fraction of full output per m/s of error, I in fraction of full output per metre of
+#: accumulated error (m/s x s, as REVLib's simulation integrates it; check on the robot on
+#: blocks: a firmware that sums every 1 ms loop without the period would make it far
+#: stronger), the accumulated integral bounded to SPARKMAX_WHEEL_I_MAX_ACCUM (fraction of full
+#: output). The same gains as the kitbot's, over 12 V. The feedforward is the roboRIO's (DRIVE_K*).
+SPARKMAX_WHEEL_KP = 0.25
+SPARKMAX_WHEEL_KI = 1.67
+SPARKMAX_WHEEL_I_MAX_ACCUM = 0.33
 #: The gyro: "adis16470" (an ADIS16470 IMU on the roboRIO's onboard SPI port: it holds the
 #: commanded turn rate), "analog" (an analog gyro on GYRO_ANALOG), or None (no gyro: the
 #: wheels give the heading and the turn rate, as on the reference robot).

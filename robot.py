@@ -39,7 +39,7 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.packet_observer = self.recorder.packet
         self._last_mode: str | None = None
         self.loop_timing = LoopTiming(self.getPeriod())
-        self.keys = NetworkKeys(Sources(self.link, self.loop_timing))
+        self.keys = NetworkKeys(Sources(self.link, self.loop_timing, self.drivetrain))
         self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
         # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
         self.automodes = AutonomousModeSelector("autonomous", self.link)

@@ -189,7 +189,10 @@ class Drivetrain:
         self._ref = (0.0, 0.0)  # where each wheel should be now, m/s
         self._stopped = True
         self._stop_sent = False  # stop() already stopped the motors this tick
-        self._gyro_changes = 0
+        #: What the chassis delivered, as read this tick (m/s, rad/s), and the intent less it.
+        self.actual_vx = self.actual_omega = 0.0
+        self.vx_error = self.omega_error = 0.0
+        self._was = (0.0, 0.0)  # the intent of the last tick
 
     # -- intent -------------------------------------------------------------------------
 
@@ -237,10 +240,17 @@ class Drivetrain:
 
     def periodic(self) -> None:
         stop_sent, self._stop_sent = self._stop_sent, False
+        try:
+            self._actuate(stop_sent)
+        finally:
+            self._was = (self._vx, self._omega)
+
+    def _actuate(self, stop_sent: bool) -> None:
         inputs = self.inputs
         self.io.update_inputs(inputs)  # first: the loops act on this tick's readings
         heading = self._heading()
         self.odometry.update(heading, inputs.left_position_m, inputs.right_position_m)
+        self._measure()
         if self._stopped:
             if not stop_sent:  # once per tick is enough: stop() may have done it
                 self.io.stop()
@@ -279,6 +289,21 @@ class Drivetrain:
             inputs.left_position_m - left0, inputs.right_position_m - right0, self.track_width
         )
 
+    def _measure(self) -> None:
+        """The chassis speed delivered: vx from the wheels, the turn rate from the gyro while
+        it answers (else from the wheels), and the errors against the intent."""
+        inputs = self.inputs
+        self.actual_vx = vx = (inputs.left_velocity_mps + inputs.right_velocity_mps) * 0.5
+        rate = inputs.turn_rate_radps
+        watch = self.gyro_watch
+        if rate is None or watch is None or not watch.ok:
+            rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
+        self.actual_omega = rate
+        # Against what the wheels were to reach by now: last tick's intent.
+        was_vx, was_omega = self._was
+        self.vx_error = was_vx - vx
+        self.omega_error = was_omega - rate
+
     def _gyro_changed(self) -> None:
         watch = self.gyro_watch
         assert watch is not None
@@ -312,15 +337,12 @@ class Drivetrain:
         return (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
 
     @property
-    def actual(self) -> tuple[float, float]:
-        """The chassis speed delivered, as read this tick: vx from the wheels (m/s), the turn
-        rate from the gyro while it answers, else from the wheels (rad/s)."""
-        inputs = self.inputs
-        vx = (inputs.left_velocity_mps + inputs.right_velocity_mps) * 0.5
-        rate = inputs.turn_rate_radps
-        if rate is None or not self.gyro_ok:
-            rate = self.wheel_turn_rate()
-        return vx, rate
+    def gyro_state(self) -> str:
+        """"ok", "not answering" or "none" (no gyro)."""
+        watch = self.gyro_watch
+        if watch is None:
+            return "none"
+        return "ok" if watch.ok else "not answering"
 
     def pose(self) -> Pose2d:
         """Where odometry puts the robot, relative to where it started."""

@@ -18,6 +18,7 @@ from bcnp.transport import format_address
 
 if TYPE_CHECKING:
     from subsystems.bcnp_link import BcnpLink
+    from subsystems.drivetrain import Drivetrain
     from subsystems.loop_timing import LoopTiming
 
 PREFIX = "Network/"
@@ -31,6 +32,7 @@ class Sources:
 
     link: BcnpLink
     loop: LoopTiming
+    drivetrain: Drivetrain | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,36 @@ KEYS: tuple[Key, ...] = (
         float,
         lambda s: s.link.command_or_zero[1],
         "running command's omega after clamping, rad/s (0: none)",
+    ),
+    Key(
+        "ActualVx",
+        float,
+        lambda s: s.drivetrain.actual_vx,
+        "forward speed the chassis delivers, from the wheel encoders, m/s",
+    ),
+    Key(
+        "ActualW",
+        float,
+        lambda s: s.drivetrain.actual_omega,
+        "turn rate the chassis delivers, rad/s: the gyro's (the wheels' without one that answers)",
+    ),
+    Key(
+        "VxError",
+        float,
+        lambda s: s.drivetrain.vx_error,
+        "vx the drivetrain drives toward (after the acceleration limits) less ActualVx, m/s",
+    ),
+    Key(
+        "WError",
+        float,
+        lambda s: s.drivetrain.omega_error,
+        "omega the drivetrain drives toward (after the acceleration limits) less ActualW, rad/s",
+    ),
+    Key(
+        "Gyro",
+        str,
+        lambda s: s.drivetrain.gyro_state,
+        '"ok", "not answering" (the wheel loops drive alone) or "none" (no gyro: the wheels give the heading)',
     ),
     Key("SchemaHash", str, lambda s: s.link.schema.hash, "this robot's schema hash", _hex),
     Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),

@@ -23,7 +23,9 @@ byte or per queued message (a 65,535-message packet is one entry):
   peer);
 * ``BCNP/Refused``: each refused handshake or peer with its reason (several in
   one tick: the last, with how many);
-* ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost).
+* ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost);
+* ``BCNP/Gyro``: the drivetrain's gyro when it changes: ``ok``, ``not answering: why``
+  (the wheel loops drive alone), ``none``.
 
 Controller and refusal events are read from the servers' counters once per
 tick, so the transports need no hook for them and the tick pays a few
@@ -111,6 +113,8 @@ class BcnpRecorder:
         self._controller = StringLogEntry(log, PREFIX + "Controller")
         self._refused = StringLogEntry(log, PREFIX + "Refused")
         self._connected = BooleanLogEntry(log, PREFIX + "Connected")
+        self._gyro = StringLogEntry(log, PREFIX + "Gyro")
+        self._gyro_state: str | None = None
         self._unrecorded = IntegerLogEntry(log, PREFIX + "Packet/Unrecorded")
         self.packets_per_s = float(constants.RECORD_PACKETS_PER_S)
         self._budget = self.packets_per_s
@@ -157,6 +161,11 @@ class BcnpRecorder:
             self._applied = applied
             self._applied_vx.append(applied[0])
             self._applied_omega.append(applied[1])
+        gyro = drivetrain.gyro_state
+        if gyro != self._gyro_state:
+            self._gyro_state = gyro
+            watch = drivetrain.gyro_watch
+            self._gyro.append(f"{gyro}: {watch.reason}" if watch is not None and not watch.ok else gyro)
         if link.connected != self._was_connected:
             self._was_connected = link.connected
             self._connected.append(link.connected)
