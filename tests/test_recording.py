@@ -195,3 +195,22 @@ def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) 
     log = read_log_after(start, lambda log: bool(log["BCNP/Packet/Unrecorded"]))
     assert len(log["BCNP/Packet/Count"]) == budget
     assert log["BCNP/Packet/Unrecorded"] == [500]
+
+
+def test_a_gyro_that_stops_answering_and_the_delivered_speed_are_recorded(
+    control, robot, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.setenv("BCNP_DRIVETRAIN", "kitbot")
+    monkeypatch.setenv("BCNP_SIM_GYRO_FAIL_S", "1.0")
+    with control.run_robot():
+        sim = Sim(robot)
+        sim.tick()
+        text = mark()
+        with sim.connect() as host:
+            sim.deliver(host.send, [cmd(0.5, 1.0, ms=3000)], clear_queue=True)
+            sim.run(1.5, host)
+        log = read_log_after(text, lambda log: bool(log["BCNP/Gyro"]))
+    assert log["BCNP/Gyro"] == ["not answering: the gyro's reading stopped while the wheels turn"]
+    actual = log["NT:/SmartDashboard/Network/ActualVx"]
+    assert actual and max(actual) == pytest.approx(0.5, abs=0.05)  # type: ignore[type-var]
+    assert log["NT:/SmartDashboard/Network/ActualW"]
