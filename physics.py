@@ -62,6 +62,8 @@ START_POSE = Pose2d(6.0, 4.0, Rotation2d())
 TRAIL_EVERY = 5
 #: The longest step of the drivetrain model's integration (seconds; the SPARK MAX's is 1 ms).
 PHYSICS_STEP_S = 0.005
+
+
 def _env_number(name: str, default: float, low: float, high: float, *, low_open: bool = False) -> float:
     """A number from the environment variable ``name`` (``default`` when unset or empty), within
     [low, high] ((low, high] with ``low_open``); anything else is a ValueError naming the variable."""

@@ -99,7 +99,7 @@ class BcnpRobot(wpilib.TimedRobot):
         self.recorder.tick(self.drivetrain)
 
     def _mode(self) -> str:
-        """"disabled", "autonomous", "teleop" or "test"."""
+        """ "disabled", "autonomous", "teleop" or "test"."""
         if not self.isEnabled():
             return "disabled"
         if self.isAutonomous():

@@ -177,7 +177,9 @@ class Drivetrain:
             if constants.drive_loops() != "legacy":
                 self.turn = TurnRateLoop(self.period)
         self.gyro_alert = wpilib.Alert(
-            "Drivetrain", "Gyro not answering: the turn rate is the wheels' alone", wpilib.Alert.AlertType.kWarning
+            "Drivetrain",
+            "Gyro not answering: the turn rate is the wheels' alone",
+            wpilib.Alert.AlertType.kWarning,
         )
         # Without a trusted gyro the heading is this one plus what the wheels turned since.
         start = inputs.heading if inputs.heading is not None else Rotation2d()
@@ -338,7 +340,7 @@ class Drivetrain:
 
     @property
     def gyro_state(self) -> str:
-        """"ok", "not answering" or "none" (no gyro)."""
+        """ "ok", "not answering" or "none" (no gyro)."""
         watch = self.gyro_watch
         if watch is None:
             return "none"

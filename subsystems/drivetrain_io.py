@@ -75,7 +75,9 @@ class DrivetrainIO(abc.ABC):
     gyro: wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None = None
 
     @abc.abstractmethod
-    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
+    def set_wheel_speeds(
+        self, left_mps: float, right_mps: float, left_next: float, right_next: float
+    ) -> None:
         """Drive each side closed loop: it should run at ``*_mps`` now and at ``*_next`` one tick
         from now (m/s). Holds until the next call."""
 
@@ -146,7 +148,9 @@ class KitbotIO(DrivetrainIO):
         self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
         self._driven = True  # the motors may be running: the next stop() disables them
 
-    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
+    def set_wheel_speeds(
+        self, left_mps: float, right_mps: float, left_next: float, right_next: float
+    ) -> None:
         self._driven = True  # first: a side set before an error must still be stopped
         battery = wpilib.RobotController.getBatteryVoltage()
         feedforward = self.feedforward
@@ -154,7 +158,9 @@ class KitbotIO(DrivetrainIO):
             left = feedforward.calculate(left_next) + self.left_pid.calculate(self._left_rate, left_next)
             right = feedforward.calculate(right_next) + self.right_pid.calculate(self._right_rate, right_next)
         else:
-            left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
+            left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(
+                self._left_rate, left_mps
+            )
             right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
                 self._right_rate, right_mps
             )
@@ -203,7 +209,10 @@ def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     if constants.drive_loops() == "legacy":
         return SimpleMotorFeedforwardMeters(0.0, constants.DRIVE_KV_V_PER_MPS, 0.0, constants.LOOP_PERIOD_S)
     return SimpleMotorFeedforwardMeters(
-        constants.DRIVE_KS_V, constants.DRIVE_KV_V_PER_MPS, constants.DRIVE_KA_V_PER_MPS2, constants.LOOP_PERIOD_S
+        constants.DRIVE_KS_V,
+        constants.DRIVE_KV_V_PER_MPS,
+        constants.DRIVE_KA_V_PER_MPS2,
+        constants.LOOP_PERIOD_S,
     )
 
 
@@ -212,7 +221,9 @@ def _wheel_pid(legacy: bool) -> PIDController:
     of the output bounded (``WHEEL_I_LIMIT_V``); the legacy loops' P alone."""
     if legacy:
         return PIDController(constants.LEGACY_WHEEL_KP_V_PER_MPS, 0.0, 0.0, constants.LOOP_PERIOD_S)
-    pid = PIDController(constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S)
+    pid = PIDController(
+        constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S
+    )
     pid.setIntegratorRange(-constants.WHEEL_I_LIMIT_V, constants.WHEEL_I_LIMIT_V)
     return pid
 
@@ -299,7 +310,9 @@ class SparkMaxIO(DrivetrainIO):
             spark.configure(config, rev.ResetMode.kResetSafeParameters, rev.PersistMode.kPersistParameters)
         )
 
-    def set_wheel_speeds(self, left_mps: float, right_mps: float, left_next: float, right_next: float) -> None:
+    def set_wheel_speeds(
+        self, left_mps: float, right_mps: float, left_next: float, right_next: float
+    ) -> None:
         self._driven = True
         velocity = self._velocity
         if self.legacy:  # kV and P in the controller, on where the wheel should be next tick
@@ -311,7 +324,11 @@ class SparkMaxIO(DrivetrainIO):
                 (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
             )
             self.right_loop.setSetpoint(
-                (right_mps + right_next) / 2, velocity, slot, feedforward.calculate(right_mps, right_next), volts
+                (right_mps + right_next) / 2,
+                velocity,
+                slot,
+                feedforward.calculate(right_mps, right_next),
+                volts,
             )
         self.watchdog.feed()
 

@@ -32,7 +32,8 @@ class Sources:
 
     link: BcnpLink
     loop: LoopTiming
-    drivetrain: Drivetrain | None = None
+    #: Only the drivetrain's keys read it; a Sources made for the link's keys alone may omit it.
+    drivetrain: Drivetrain = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ KEYS: tuple[Key, ...] = (
         "Gyro",
         str,
         lambda s: s.drivetrain.gyro_state,
-        '"ok", "not answering" (the wheel loops drive alone) or "none" (no gyro: the wheels give the heading)',
+        '"ok", "not answering" (the wheel loops drive alone) or "none" (no gyro: heading from the wheels)',
     ),
     Key("SchemaHash", str, lambda s: s.link.schema.hash, "this robot's schema hash", _hex),
     Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),

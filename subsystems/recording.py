@@ -164,8 +164,9 @@ class BcnpRecorder:
         gyro = drivetrain.gyro_state
         if gyro != self._gyro_state:
             self._gyro_state = gyro
-            watch = drivetrain.gyro_watch
-            self._gyro.append(f"{gyro}: {watch.reason}" if watch is not None and not watch.ok else gyro)
+            gyro_watch = drivetrain.gyro_watch
+            ok = gyro_watch is None or gyro_watch.ok
+            self._gyro.append(gyro if ok or gyro_watch is None else f"{gyro}: {gyro_watch.reason}")
         if link.connected != self._was_connected:
             self._was_connected = link.connected
             self._connected.append(link.connected)

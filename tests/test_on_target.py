@@ -9,12 +9,12 @@ legacy loops (``BCNP_DRIVE_LOOPS=legacy``) miss each by far (docs/on-target.md).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 
 import pytest
-from support import wait_until
-from test_robot import Physics, Sim, cmd, wiring  # noqa: F401  (the wiring fixture)
+from test_robot import Physics, Sim, cmd
 from wpilib import SmartDashboard
 
 from messages import DriveCmd
@@ -29,6 +29,12 @@ DISTURBANCES = {
         "BCNP_SIM_MASS": "1.3",
     },
 }
+
+
+@pytest.fixture
+def wiring(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("BCNP_DRIVETRAIN", request.param)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -212,11 +218,9 @@ def test_a_gyro_that_stops_answering_leaves_the_wheel_loops_in_charge(
         assert drivetrain.gyro_ok is False and drivetrain.gyro_alert.get()
         alerts = SmartDashboard.getStringArray("Drivetrain/warnings", [])
         assert any("Gyro not answering" in text for text in alerts)
-    steps = [max(abs(a[0] - b[0]), abs(a[1] - b[1])) for a, b in zip(targets[30:], targets[31:], strict=False)]
+    steps = [max(abs(a[0] - b[0]), abs(a[1] - b[1])) for a, b in itertools.pairwise(targets[30:])]
     assert max(steps) < 0.05  # m/s per tick: the correction fades, never jumps
     # Odometry goes on from the wheels: near the truth, the chassis turning less than the wheels say.
     heading = drivetrain.pose().rotation().radians()
     true = truth.drivesim.getHeading().radians()
     assert abs(math.remainder(heading - true, math.tau)) < 0.3
-
-

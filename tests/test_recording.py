@@ -198,7 +198,9 @@ def test_a_flood_of_packets_is_recorded_up_to_the_budget_then_counted(sim: Sim) 
 
 
 def test_a_gyro_that_stops_answering_and_the_delivered_speed_are_recorded(
-    control, robot, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    control,
+    robot,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     monkeypatch.setenv("BCNP_DRIVETRAIN", "kitbot")
     monkeypatch.setenv("BCNP_SIM_GYRO_FAIL_S", "1.0")

@@ -22,7 +22,6 @@ import wpilib
 from support import free_port, peer_closed, recv_exactly, wait_until
 from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
-from wpimath.controller import PIDController
 
 import bcnp
 import constants
