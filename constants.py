@@ -189,6 +189,13 @@ AUTO_FALLBACK_PATH = "square.csv"
 #: A path played on the robot is queued just in time, like a host's replay: every
 #: command that starts within this many seconds, as far as the queue has room.
 AUTO_PATH_LEAD_S = 1.0
+#: The "SysId" modes (autonomous/sysid.py) apply the same voltage to both sides, open loop,
+#: with WPILib SysIdRoutine's defaults: the quasistatic tests ramp it at this many volts per
+#: second, the dynamic tests step to SYSID_STEP_V, and each test stops after SYSID_TIMEOUT_S
+#: (at 1 V/s the ramp reaches 10 V). Leave room: 7 V takes the kit chassis to about 2.2 m/s.
+SYSID_RAMP_V_PER_S = 1.0
+SYSID_STEP_V = 7.0
+SYSID_TIMEOUT_S = 10.0
 
 #: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
 SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"

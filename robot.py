@@ -18,6 +18,7 @@ import wpimath
 from robotpy_ext.autonomous import AutonomousModeSelector
 
 import constants
+from autonomous import Mode
 from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
 from subsystems.field_view import FieldView
@@ -71,7 +72,8 @@ class BcnpRobot(wpilib.TimedRobot):
     def _tick(self) -> None:
         # One place, in a fixed order, every tick and in every mode: the autonomous
         # mode feeds the queue (a path played here), the queue advances, the mode
-        # picks what the wheels do, the drivetrain actuates, then telemetry reports
+        # picks what the wheels do (the queue's command, a stop, or what it drives
+        # itself), the drivetrain actuates, the mode records, then telemetry reports
         # this tick (the keys follow in robotPeriodic).
         now = wpilib.Timer.getFPGATimestamp()
         autonomous = self.isAutonomousEnabled()
@@ -80,12 +82,15 @@ class BcnpRobot(wpilib.TimedRobot):
             # A new mode starts from rest in the loops: no integral carried over, limits from 0.
             self._last_mode = mode
             self.drivetrain.reset_loops()
+        # The chooser's "None" is no mode.
+        active: Mode | None = self.automodes.active_mode if autonomous else None
         if autonomous:
             self.automodes.periodic()  # a path played on the robot is queued before the queue advances
         command = self.link.update(now)
         if autonomous:
-            # The chooser's "None" is no mode: stand still.
-            if command is None or not getattr(self.automodes.active_mode, "runs_queue", False):
+            if active is not None and active.actuate(self.drivetrain, now):
+                pass  # the mode drove the drivetrain itself (SysId's voltages)
+            elif command is None or active is None or not active.runs_queue:
                 self.drivetrain.stop()
             else:
                 self.drivetrain.drive(*command)
@@ -94,12 +99,14 @@ class BcnpRobot(wpilib.TimedRobot):
         else:
             self.drivetrain.stop()
         self.drivetrain.periodic()
+        if active is not None:
+            active.record(self.drivetrain, now)
         self.link.record_telemetry(self.drivetrain.wheel_velocities(), self.drivetrain.wheel_positions(), now)
         self.field_view.periodic(now)
         self.recorder.tick(self.drivetrain)
 
     def _mode(self) -> str:
-        """ "disabled", "autonomous", "teleop" or "test"."""
+        """The mode: "disabled", "autonomous", "teleop" or "test"."""
         if not self.isEnabled():
             return "disabled"
         if self.isAutonomous():

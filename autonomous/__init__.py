@@ -6,10 +6,18 @@ module here when the robot starts and makes one instance, given the robot's
 ``DEFAULT = True`` marks the one selected unless the dashboard picks another.
 Each tick of autonomous, before the queue advances, the selector calls the
 chosen mode's ``on_iteration``; ``on_enable`` and ``on_disable`` bracket the
-period. A mode never moves a motor: it feeds the queue (a path played on the
-robot) and says, by ``runs_queue``, whether the robot runs the queue's command
-or stands still. So every command, a host's or a path's, passes the same clamp,
-acceleration limits and stop rules.
+period. A mode feeds the queue (a path played on the robot) and says, by
+``runs_queue``, whether the robot runs the queue's command or stands still. So
+every command, a host's or a path's, passes the same clamp, acceleration limits
+and stop rules.
+
+A mode that must drive the motors itself (SysId's open-loop voltages,
+``sysid.py``) does it in ``actuate``, through the drivetrain's own calls; robot.py
+calls it each tick of autonomous, after the queue advanced, and it says whether it
+drove. ``record`` follows once the drivetrain has acted. Neither is called outside
+autonomous, so the stop rules hold as for the queue: robot.py stops the drivetrain
+in the very tick the robot is disabled or autonomous ends, and the drivetrain keeps
+the motor watchdog fed while a mode drives it.
 
 Only mode classes may carry ``MODE_NAME``, and each is defined in one module:
 a mode class imported into another module would be found twice.
@@ -27,6 +35,7 @@ from subsystems.local_path import LocalPath
 
 if TYPE_CHECKING:
     from subsystems.bcnp_link import BcnpLink
+    from subsystems.drivetrain import Drivetrain
 
 log = logging.getLogger("autonomous")
 
@@ -54,6 +63,16 @@ class Mode:
 
     def on_disable(self) -> None:
         pass
+
+    def actuate(self, drivetrain: Drivetrain, now: float) -> bool:
+        """Drive ``drivetrain`` this tick, or not: True when it did (robot.py then neither runs
+        the queue's command nor stops). Called each tick of autonomous after the queue advanced,
+        ``now`` the tick's FPGA time; by default the mode leaves the wheels to the queue."""
+        return False
+
+    def record(self, drivetrain: Drivetrain, now: float) -> None:
+        """Each tick of autonomous once the drivetrain has acted: its sensors read at the tick's
+        start and what it was told this tick go together (SysId's log)."""
 
 
 class PathMode(Mode):

@@ -135,6 +135,10 @@ def test_the_chooser_offers_every_mode_and_defaults_to_the_bcnp_host(sim: Sim) -
         "BCNP host",
         "BCNP host, fallback path",
         "Do nothing",
+        "SysId: quasistatic forward",
+        "SysId: quasistatic reverse",
+        "SysId: dynamic forward",
+        "SysId: dynamic reverse",
         *paths,
         "None",
     }

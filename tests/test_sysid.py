@@ -1,0 +1,264 @@
+"""SysId in the simulator: the four "SysId" autonomous modes (autonomous/sysid.py) run on the
+simulated drivetrain, each wiring, with rolling friction on; their entries are read back from
+the ``.wpilog`` with wpiutil's DataLogReader, and kS, kV and kA are fitted from them as WPILib's
+SysId tool fits a simple motor, to land on the simulated drivetrain's own.
+
+Simulated time moves one 20 ms tick at a time, as in test_autonomous.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import wpilib
+from support import wait_until
+from test_autonomous import choose, running, still
+from test_recording import mark
+from test_robot import TICK, Sim, cmd, wiring  # noqa: F401  (wiring: each drivetrain wiring)
+from wpimath.system.plant import LinearSystemId
+from wpiutil.log import DataLogReader
+
+import constants
+import physics
+from autonomous import sysid
+
+#: The simulated drivetrain's rolling friction per side (volts): the kS to find.
+FRICTION_V = 0.5
+#: How long each test runs here (simulated seconds): enough to fit, far short of SYSID_TIMEOUT_S.
+#: A quasistatic test gets the robot moving against friction after 0.5 s, a dynamic one settles
+#: within half a second (the kit chassis' kA/kV is 0.08 s).
+RUN_S = {
+    "SysId: quasistatic forward": 4.5,
+    "SysId: quasistatic reverse": 4.5,
+    "SysId: dynamic forward": 2.0,
+    "SysId: dynamic reverse": 2.0,
+}
+TESTS = {
+    "quasistatic-forward": "SysId: quasistatic forward",
+    "quasistatic-reverse": "SysId: quasistatic reverse",
+    "dynamic-forward": "SysId: dynamic forward",
+    "dynamic-reverse": "SysId: dynamic reverse",
+}
+STATE_ENTRY = f"sysid-test-state-{sysid.LOG_NAME}"
+#: Samples slower than this (m/s) are left out of the fit, as SysId's motion threshold does: a
+#: wheel held still by friction follows no line.
+MOTION_THRESHOLD_MPS = 0.1
+
+
+@pytest.fixture
+def friction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(physics.DISTURBANCE_ENV["friction_v"], str(FRICTION_V))
+
+
+@pytest.fixture
+def sim(wiring, friction, control, robot) -> Iterator[Sim]:  # type: ignore[no-untyped-def]  # noqa: F811
+    with running(control, robot) as sim:
+        assert sim.drivetrain.io.wiring == wiring
+        yield sim
+
+
+# -- the .wpilog --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """One tick of one motor as SysId reads it: seconds, volts, metres, m/s."""
+
+    t: float
+    voltage: float
+    position: float
+    velocity: float
+
+
+@dataclass
+class Routine:
+    """What the log holds after a mark: the test states in order, and each test's runs per motor."""
+
+    states: list[str]
+    runs: dict[str, dict[str, list[list[Sample]]]]
+
+
+def read_routine(after: str, done: int) -> Routine:
+    """The SysId entries recorded after the mark ``after``, once ``done`` tests have ended in the
+    log (the writer thread writes a moment after each flush)."""
+    found: list[Routine] = []
+
+    def written() -> bool:
+        wpilib.DataLogManager.getLog().flush()
+        routine = _read(after)
+        found[:] = [routine]
+        return routine is not None and routine.states.count("none") >= done
+
+    wait_until(written, what="the SysId entries to be written")
+    return found[0]
+
+
+def _read(after: str) -> Routine | None:
+    directory = Path(wpilib.DataLogManager.getLogDir())
+    assert directory == Path(os.environ["BCNP_LOG_DIR"])
+    latest = max(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
+    entries: dict[int, tuple[str, str]] = {}
+    values: dict[int, dict[str, float]] = {}  # timestamp (us) -> "field motor" -> value
+    states: list[tuple[int, str]] = []
+    marked = False
+    suffix = f"-{sysid.LOG_NAME}"
+    for record in DataLogReader(str(latest)):
+        if record.isStart():
+            start = record.getStartData()
+            entries[start.entry] = (start.name, start.type)
+            continue
+        if record.isControl() or record.getEntry() not in entries:
+            continue
+        name, kind = entries[record.getEntry()]
+        if not marked:
+            marked = name == "Test/Mark" and record.getString() == after
+        elif name == STATE_ENTRY:
+            states.append((record.getTimestamp(), record.getString()))
+        elif kind == "double" and name.endswith(suffix):
+            field, motor = name[: -len(suffix)].split("-", 1)  # "voltage", "drive-left"
+            values.setdefault(record.getTimestamp(), {})[f"{field} {motor}"] = record.getDouble()
+    if not marked:
+        return None
+    # Each tick of a test has its motor values and then its state, at the tick's timestamp.
+    runs: dict[str, dict[str, list[list[Sample]]]] = {test: {m: [] for m in sysid.MOTORS} for test in TESTS}
+    previous = "none"
+    for t, state in states:
+        if state in TESTS:
+            v = values[t]
+            for motor in sysid.MOTORS:
+                if state != previous:  # a run starts
+                    runs[state][motor].append([])
+                sample = Sample(
+                    t / 1e6, v[f"voltage {motor}"], v[f"position {motor}"], v[f"velocity {motor}"]
+                )
+                runs[state][motor][-1].append(sample)
+        previous = state
+    return Routine([s for _, s in states], runs)
+
+
+# -- the fit --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Gains:
+    ks: float
+    kv: float
+    ka: float
+
+
+def fit(runs: list[list[Sample]]) -> Gains:
+    """SysId's simple-motor fit: ordinary least squares on consecutive samples of each run,
+    v[k+1] = a v[k] + b V[k] + c sgn(v[k]), the discrete form of V = kS sgn(v) + kV v + kA dv/dt
+    with the voltage held over the step dt; then kV = (1 - a) / b, kA = (a - 1) dt / (b ln a),
+    kS = -c / b."""
+    rows, targets, steps = [], [], []
+    for run in runs:
+        for now, then in itertools.pairwise(run):
+            steps.append(then.t - now.t)
+            if abs(now.velocity) >= MOTION_THRESHOLD_MPS:
+                rows.append([now.velocity, now.voltage, math.copysign(1.0, now.velocity)])
+                targets.append(then.velocity)
+    dt = statistics.median(steps)
+    (a, b, c), *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
+    return Gains(ks=-c / b, kv=(1 - a) / b, ka=(a - 1) * dt / (b * math.log(a)))
+
+
+def simulated_gains() -> Gains:
+    """The simulated drivetrain's own, driven straight (the same voltage both sides): WPILib's
+    drivetrain model that physics.py builds (``DifferentialDrivetrainSim``), and its friction."""
+    plant = LinearSystemId.drivetrainVelocitySystem(
+        physics.drive_motors(),
+        physics.KITBOT_MASS_KG,
+        constants.WHEEL_DIAMETER_M / 2,
+        constants.TRACK_WIDTH_M / 2,
+        physics.KITBOT_MOI_KG_M2,
+        constants.GEAR_RATIO,
+    )
+    a, b = plant.A(), plant.B()
+    # dv/dt = (A00 + A01) v + (B00 + B01) V on both sides: V = kV v + kA dv/dt.
+    return Gains(ks=FRICTION_V, kv=-(a[0, 0] + a[0, 1]) / (b[0, 0] + b[0, 1]), ka=1 / (b[0, 0] + b[0, 1]))
+
+
+# -- the tests ------------------------------------------------------------------------------------------
+
+
+def test_the_four_tests_find_the_simulated_drivetrains_feedforward(sim: Sim) -> None:
+    start = mark()
+    for mode, seconds in RUN_S.items():
+        choose(sim, mode)
+        sim.run(seconds)
+        sim.tick(enabled=False)  # the test ends
+        assert still(sim)
+        sim.run(0.5, enabled=False)  # at rest before the next
+    routine = read_routine(start, done=len(RUN_S))
+    ticks = {test: round(RUN_S[mode] / TICK) for test, mode in TESTS.items()}
+    assert routine.states == [s for test in TESTS for s in [test] * ticks[test] + ["none"]]
+    for motor in sysid.MOTORS:
+        for test in TESTS:
+            [run] = routine.runs[test][motor]
+            sign = -1.0 if test.endswith("reverse") else 1.0
+            assert len(run) == ticks[test]
+            if test.startswith("quasistatic"):  # the ramp: 1 V/s, read back over its last second
+                ramp = sign * constants.SYSID_RAMP_V_PER_S * 50 * TICK
+                assert run[-1].voltage - run[-51].voltage == pytest.approx(ramp, abs=0.03)
+            else:  # the step: 7 V
+                assert run[-1].voltage == pytest.approx(sign * constants.SYSID_STEP_V, abs=0.05)
+            assert sign * run[-1].velocity > 1.0 and sign * (run[-1].position - run[0].position) > 1.0
+
+    truth = simulated_gains()
+    for motor in sysid.MOTORS:
+        gains = fit([run for test in TESTS for run in routine.runs[test][motor]])
+        assert gains.ks == pytest.approx(truth.ks, rel=0.1), motor
+        assert gains.kv == pytest.approx(truth.kv, rel=0.1), motor
+        assert gains.ka == pytest.approx(truth.ka, rel=0.1), motor
+
+
+def test_disabling_mid_test_stops_the_motors_in_that_tick(sim: Sim) -> None:
+    start = mark()
+    choose(sim, "SysId: quasistatic forward")
+    sim.run(1.5)
+    assert min(sim.drivetrain.wheel_velocities()) > 0.2  # (1.5 V - kS) / kV
+    sim.tick(enabled=False)
+    assert still(sim)  # in that very tick
+    routine = read_routine(start, done=1)
+    assert routine.states == ["quasistatic-forward"] * round(1.5 / TICK) + ["none"]
+    sim.run(0.5, enabled=False)
+    assert still(sim) and read_routine(start, done=1).states == routine.states  # nothing more
+    # Enabled again, the test starts over from 0 V (below friction: the robot stays put).
+    sim.run(0.3)
+    volts = constants.SYSID_RAMP_V_PER_S * (round(0.3 / TICK) - 1) * TICK
+    battery = wpilib.RobotController.getBatteryVoltage()
+    assert [output * battery for output in sim.motors()] == pytest.approx([volts, volts], abs=0.03)
+    # Leaving autonomous for teleop, sticks centred, ends it in that tick too.
+    sim.tick(autonomous=False)
+    assert sim.motors() == pytest.approx((0.0, 0.0), abs=1e-4)  # the wheel loops hold 0 m/s
+    assert read_routine(start, done=2).states[-1] == "none"
+
+
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_a_test_leaves_the_queue_alone_and_ends_after_its_timeout(sim: Sim) -> None:
+    start = mark()
+    choose(sim, "SysId: dynamic forward")
+    queue = sim.link.queue
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(-1.0, ms=15_000)], clear_queue=True)
+        received = queue.metrics.received
+        # The host's command is active and reported the whole time, and never run.
+        seen = sim.run(constants.SYSID_TIMEOUT_S, host)
+        assert set(seen) == {-1.0}
+        assert min(sim.motors()) > 0.5 and min(sim.drivetrain.wheel_velocities()) > 2.0
+        sim.run(TICK, host)  # 10 s after the test's first tick: it ends, the robot stands still
+        assert still(sim) and sim.number("Network/CmdVx") == -1.0
+        sim.run(0.5, host)
+        assert still(sim) and sim.number("Network/CmdVx") == -1.0
+        assert queue.metrics.received == received  # the mode queued nothing
+    routine = read_routine(start, done=1)
+    assert routine.states == ["dynamic-forward"] * round(constants.SYSID_TIMEOUT_S / TICK) + ["none"]
