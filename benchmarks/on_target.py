@@ -1,0 +1,586 @@
+"""On target: does the robot drive what it is commanded when the drivetrain is not the model?
+
+    flock /tmp/bcnp-sim.lock python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
+        [--wiring kitbot,sparkmax] [--disturbance none,weak,scrub,sag,mass,all]
+        [--loops legacy,tracking] [--paths arc-left,arc-right,figure8]
+
+For each wiring (``BCNP_DRIVETRAIN``) x disturbance (physics.py's
+:class:`~physics.Disturbances`, :data:`DISTURBANCES`) x drive loops
+(``BCNP_DRIVE_LOOPS``: ``legacy``, the loops as they were, or ``tracking``, the
+wheel PI with kS/kV/kA feedforward and the gyro turn-rate loop) it starts one
+headless simulator (:class:`benchmarks.simbot.SimRobot`) and drives in it, one
+after the other, pausing between them:
+
+* ``arc-left``: a planned 4 s arc, as a planner (Choreo, PathPlanner) sends it:
+  20 ms commands, speed up at 1.43 m/s² to 1 m/s and down again to rest at 4 s
+  (3.3 m), turning 0.8 rad/s per m/s (2.64 rad);
+* ``arc-right``: the same turning right;
+* ``figure8``: ``paths/figure8.csv`` (12.6 s);
+
+each open loop (:class:`~bcnp.host.replay.Replay`) and, with the tracking
+loops, closed loop as well (:class:`~bcnp.host.follow.Follower`, ``replay
+--follow``) beside it. Open loop measures the robot's own loops: the host only
+streams the commands. The path each is judged against is where the robot's
+limits let it drive the commands (:func:`bcnp.host.planners.from_commands`, the
+trajectory ``--follow`` follows too).
+
+Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
+model, over NetworkTables, :class:`benchmarks.follow.Truth`), relative to where
+the robot stood when the case began. Per case: the end position error (m), the
+end heading error (rad) and the largest deviation (m: each true pose's distance
+to the nearest point of the path). Targets (:data:`TARGETS`, printed beside the
+table, never a pass/fail): open loop, the 4 s arcs, both wirings, end within
+0.05 m on the ideal model; within 0.10 m and 0.05 rad with each disturbance and
+with all together. Misses are listed after the table. Exit status 1 only when a
+case could not be driven (a lost link, a simulator that died).
+
+NetworkTables: the simulator always serves it on 5810, and only one process can.
+Run this under ``flock /tmp/bcnp-sim.lock`` as shown, so no other benchmark's
+simulator overlaps it. Before each start it waits until 5810 is free; a
+simulator that could not serve it (another took the port first: the truth would
+be that robot's) is stopped and started again once the port is free.
+
+Run time, 2-core VM: about 90 s per (wiring, disturbance) with both loops,
+18 minutes for all 12 (17.9 measured; each case runs in real time).
+``--wiring kitbot --disturbance none,weak`` takes 3 minutes. Writes
+``docs/images/on-target.png`` (end error per case) unless told otherwise:
+pass ``--image`` or ``--no-image`` when re-running a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import constants
+from bcnp.host.client import Client, LinkError, ReconnectPolicy
+from bcnp.host.follow import Follower
+from bcnp.host.paths import PathCommand, load_path
+from bcnp.host.planners import DriveLimits, Trajectory, from_commands
+from bcnp.host.replay import Replay
+from benchmarks.field import deviation
+from benchmarks.follow import PAUSE_S, TAIL_S, Truth, relative
+from benchmarks.simbot import SimRobot
+from messages import SCHEMA
+from physics import DISTURBANCE_ENV, Disturbances
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGE = ROOT / "docs" / "images" / "on-target.png"
+FIGURE8 = ROOT / "paths" / "figure8.csv"
+
+WIRINGS = ("kitbot", "sparkmax")
+LOOPS = ("legacy", "tracking")
+#: The arcs: top speed, turn rate at it (the curvature is constant), length, and how long
+#: the speed takes to ramp up and down (3.3 m in 4 s).
+ARC_VX_MPS = 1.0
+ARC_OMEGA_RADPS = 0.8
+ARC_MS = 4000
+ARC_RAMP_MS = 700
+ARC_STEP_MS = 20
+
+
+def arc(turn: float) -> list[PathCommand]:
+    """The planned arc: one command per 20 ms at the speed of the step's middle."""
+    commands = []
+    for start in range(0, ARC_MS, ARC_STEP_MS):
+        t = start + ARC_STEP_MS / 2
+        vx = ARC_VX_MPS * min(1.0, t / ARC_RAMP_MS, (ARC_MS - t) / ARC_RAMP_MS)
+        commands.append(PathCommand(round(vx, 4), round(vx * turn / ARC_VX_MPS, 4), ARC_STEP_MS))
+    return commands
+
+PATHS = ("arc-left", "arc-right", "figure8")
+#: Each disturbance: the Disturbances fields it sets (physics.DISTURBANCE_ENV names their variables).
+DISTURBANCES: dict[str, dict[str, float]] = {
+    "none": {},
+    "weak": {"right_scale": 0.85},
+    "scrub": {"scrub": 1.2},
+    "sag": {"battery_ohms": 0.1},
+    "mass": {"mass_scale": 1.3},
+}
+DISTURBANCES["all"] = {k: v for d in list(DISTURBANCES.values()) for k, v in d.items()}
+#: What each disturbance is, in words.
+DESCRIPTIONS = {
+    "none": "the ideal model: the simulated chassis is what constants.py describes",
+    "weak": "the right side gets 0.85 of the voltage its wiring applies (a dragging gearbox)",
+    "scrub": "the chassis turns as if its track were 1.2 times wider (wheels scrubbing on carpet)",
+    "sag": "a tired battery: 0.1 ohm internal resistance (WPILib's BatterySim: 0.02), "
+    "the bus sags under the drive's current",
+    "mass": "mass and moment of inertia 1.3 times the kit chassis'",
+    "all": "all of weak, scrub, sag and mass at once",
+}
+#: Open loop, the 4 s arcs: (end position m, end heading rad) per disturbance (None: no target).
+TARGETS: dict[str, tuple[float, float | None]] = {
+    "none": (0.05, None),
+    **{d: (0.10, 0.05) for d in DISTURBANCES if d != "none"},
+}
+#: The simulator's NetworkTables port (fixed: robotpy sim always serves it there).
+NT_PORT = 5810
+#: How long to wait for another simulator to let go of NT_PORT before giving up.
+NT_WAIT_S = 600.0
+
+Path2D = tuple[list[float], list[float]]
+MODES = ("open", "follow")
+
+
+def modes_of(loops: str) -> tuple[str, ...]:
+    """Open loop with either loops; --follow beside it with the tracking loops."""
+    return MODES if loops == "tracking" else ("open",)
+
+
+@dataclass
+class Case:
+    wiring: str
+    disturbance: str
+    loops: str
+    path: str
+    mode: str  # "open" or "follow"
+    end_m: float = math.nan
+    end_rad: float = math.nan
+    max_deviation_m: float = math.nan
+    seconds: float = math.nan
+    outages: int = 0
+    error: str | None = None
+    driven: Path2D = field(default_factory=lambda: ([], []), repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.wiring} {self.disturbance} {self.loops} {self.path} {self.mode}"
+
+    @property
+    def column(self) -> str:
+        return f"{self.loops} {self.mode}"
+
+    def target(self) -> tuple[float, float | None] | None:
+        """The targets this case has (open loop on an arc), else None."""
+        if self.mode != "open" or not self.path.startswith("arc"):
+            return None
+        return TARGETS[self.disturbance]
+
+    def misses(self) -> list[str]:
+        target = self.target()
+        if target is None:
+            return []
+        metres, radians = target
+        out = []
+        if not self.end_m <= metres:
+            out.append(f"end {self.end_m:.3f} m (target {metres:g} m)")
+        if radians is not None and not self.end_rad <= radians:
+            out.append(f"heading {self.end_rad:.3f} rad (target {radians:g} rad)")
+        return out
+
+    def report(self) -> dict[str, object]:
+        return {
+            "wiring": self.wiring,
+            "disturbance": self.disturbance,
+            "loops": self.loops,
+            "path": self.path,
+            "mode": self.mode,
+            "end_m": round(self.end_m, 4),
+            "end_rad": round(self.end_rad, 4),
+            "max_deviation_m": round(self.max_deviation_m, 4),
+            "seconds": round(self.seconds, 2),
+            "outages": self.outages,
+            "error": self.error,
+            "misses": self.misses(),
+        }
+
+
+def commands_of(path: str) -> list[PathCommand]:
+    if path == "arc-left":
+        return arc(ARC_OMEGA_RADPS)
+    if path == "arc-right":
+        return arc(-ARC_OMEGA_RADPS)
+    if path == "figure8":
+        return load_path(FIGURE8)
+    raise ValueError(f"unknown path {path!r}")
+
+
+def disturbance_env(disturbance: str) -> dict[str, str]:
+    """The variables a disturbance sets."""
+    return {DISTURBANCE_ENV[k]: f"{v:g}" for k, v in DISTURBANCES[disturbance].items()}
+
+
+def environment(disturbance: str, loops: str) -> dict[str, str]:
+    """The robot's environment: every disturbance variable set (empty: the model's value),
+    so none leaks in from this process's environment, and the drive loops."""
+    env = {name: "" for name in DISTURBANCE_ENV.values()}
+    env.update(disturbance_env(disturbance))
+    env[constants.DRIVE_LOOPS_ENV] = loops
+    return env
+
+
+def run_case(
+    case: Case,
+    robot_port: int,
+    commands: Sequence[PathCommand],
+    reference: Trajectory,
+    limits: DriveLimits,
+    truth: Truth,
+    log: Callable[[str], object],
+) -> None:
+    client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
+    origin = truth.pose()
+    truth.record()
+    start = time.monotonic()
+    try:
+        client.connect()
+        if case.mode == "open":
+            replay = Replay(client, commands)
+            replay.run()
+            case.outages = len(replay.outages)
+        else:
+            follower = Follower(client, reference, limits)
+            client.on_telemetry = follower.on_telemetry
+            case.outages = len(follower.run().outages)
+    except LinkError as exc:
+        case.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        case.seconds = time.monotonic() - start
+        time.sleep(TAIL_S)
+        poses = truth.stop()
+        client.close()
+    poses = [origin, *poses]
+    case.driven = relative(poses, origin)
+    end = reference.end
+    case.end_m = math.hypot(case.driven[0][-1] - end.x, case.driven[1][-1] - end.y)
+    case.end_rad = abs(math.remainder(poses[-1][2] - origin[2] - end.heading, math.tau))
+    ref_path = ([s.x for s in reference.states], [s.y for s in reference.states])
+    case.max_deviation_m = deviation(case.driven, ref_path)
+    error = f" ({case.error})" if case.error else ""
+    log(
+        f"{case.name}: end {case.end_m:.3f} m, {case.end_rad:.3f} rad, "
+        f"largest {case.max_deviation_m:.3f} m{error}"
+    )
+
+
+# -- the simulator ---------------------------------------------------------------------------
+
+
+def nt_port_taken() -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", NT_PORT)) == 0
+
+
+def start_robot(robot: SimRobot, log: Callable[[str], object], wait_s: float = NT_WAIT_S) -> None:
+    """Starts ``robot`` once no other process serves NetworkTables, and checks that it serves
+    them itself (the truth is read there)."""
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        while nt_port_taken():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"port {NT_PORT} stayed taken for {wait_s:g} s: another simulator runs")
+            if not told:
+                log(f"waiting for another simulator to free NetworkTables port {NT_PORT} ...")
+                told = True
+            time.sleep(2.0)
+        robot.start()
+        if "NT4 server socket error" not in robot.output(200):
+            robot.wait_ticking()
+            return
+        robot.stop()
+        log(f"another simulator took port {NT_PORT} first; waiting again")
+
+
+def run_combination(
+    wiring: str,
+    disturbance: str,
+    loops: str,
+    cases: Sequence[Case],
+    plans: dict[str, tuple[list[PathCommand], Trajectory]],
+    limits: DriveLimits,
+    tmp: Path,
+    log: Callable[[str], object],
+) -> None:
+    """One simulator for the combination, reused by its cases (in order)."""
+    robot = SimRobot(
+        tmp / f"{wiring}-{disturbance}-{loops}", drivetrain=wiring, env=environment(disturbance, loops)
+    )
+    truth: Truth | None = None
+    try:
+        log(f"starting the headless sim: {wiring}, {disturbance}, {loops} loops ...")
+        start_robot(robot, log)
+        truth = Truth()
+        truth.pose()
+        for case in cases:
+            time.sleep(PAUSE_S)
+            commands, reference = plans[case.path]
+            run_case(case, robot.port, commands, reference, limits, truth, log)
+            if not robot.alive():
+                case.error = case.error or f"the robot died:\n{robot.output()}"
+                break
+    except (RuntimeError, OSError, LinkError) as exc:
+        for case in cases:
+            if math.isnan(case.end_m):
+                case.error = case.error or f"{type(exc).__name__}: {exc}"
+    finally:
+        if truth is not None:
+            truth.close()
+        robot.stop()
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def _cell(case: Case | None) -> str:
+    if case is None:
+        return "—"
+    if case.error and math.isnan(case.end_m):
+        return "error"
+    text = f"{case.end_m:.3f} / {case.end_rad:.3f} / {case.max_deviation_m:.3f}"
+    if case.misses():
+        text += " ✗"
+    if case.error:
+        text += " (error)"
+    return text
+
+
+def columns_of(cases: Sequence[Case]) -> list[str]:
+    present = {c.column for c in cases}
+    return [f"{loops} {mode}" for loops in LOOPS for mode in MODES if f"{loops} {mode}" in present]
+
+
+def table(cases: Sequence[Case]) -> str:
+    """One row per (wiring, disturbance, path), one column per loops and mode; each cell
+    end (m) / end heading (rad) / largest deviation (m); ✗: an open-loop arc off its target."""
+    columns = columns_of(cases)
+    heads = {
+        "legacy open": "legacy loops, open loop",
+        "tracking open": "tracking loops, open loop",
+        "tracking follow": "tracking loops, `--follow`",
+    }
+    lines = [
+        "| wiring | disturbance | path | " + " | ".join(heads[c] for c in columns) + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    rows: list[tuple[str, str, str]] = []
+    for c in cases:
+        key = (c.wiring, c.disturbance, c.path)
+        if key not in rows:
+            rows.append(key)
+    for wiring, disturbance, path in rows:
+        cells = []
+        for column in columns:
+            match = [
+                c
+                for c in cases
+                if (c.wiring, c.disturbance, c.path, c.column) == (wiring, disturbance, path, column)
+            ]
+            cells.append(_cell(match[0] if match else None))
+        lines.append(f"| {wiring} | {disturbance} | {path} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets_text() -> str:
+    lines = ["Targets (open loop, the 4 s arcs, both wirings; not a pass/fail):"]
+    for name, (metres, radians) in TARGETS.items():
+        heading = f" and {radians:g} rad" if radians is not None else ""
+        lines.append(f"  {name:<6} end within {metres:g} m{heading}")
+    return "\n".join(lines)
+
+
+def draw(cases: Sequence[Case], output: Path, title: str) -> None:
+    """End position error per case: one panel per (path, wiring), a group of bars per
+    disturbance, one bar per loops and mode; the arcs' open-loop targets dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    wirings = [w for w in WIRINGS if any(c.wiring == w for c in cases)]
+    paths = [p for p in PATHS if any(c.path == p for c in cases)]
+    disturbances = [d for d in DISTURBANCES if any(c.disturbance == d for c in cases)]
+    columns = columns_of(cases)
+    colors = {"legacy open": "tab:red", "tracking open": "tab:blue", "tracking follow": "tab:green"}
+    labels = {
+        "legacy open": "legacy loops, open loop",
+        "tracking open": "tracking loops, open loop",
+        "tracking follow": "tracking loops, --follow",
+    }
+    fig = Figure(figsize=(5.5 * len(wirings) + 1, 3.6 * len(paths) + 0.8), dpi=90, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(paths), len(wirings), squeeze=False)
+    width = 0.8 / max(1, len(columns))
+    for row, path in enumerate(paths):
+        for col, wiring in enumerate(wirings):
+            ax = axes[row][col]
+            for k, column in enumerate(columns):
+                xs, ys = [], []
+                for i, disturbance in enumerate(disturbances):
+                    match = [
+                        c
+                        for c in cases
+                        if (c.wiring, c.disturbance, c.path, c.column) == (wiring, disturbance, path, column)
+                    ]
+                    if match and not math.isnan(match[0].end_m):
+                        xs.append(i + (k - (len(columns) - 1) / 2) * width)
+                        ys.append(max(match[0].end_m, 1e-3))
+                ax.bar(xs, ys, width, color=colors[column], label=labels[column])
+                for x, y in zip(xs, ys, strict=True):
+                    ax.text(x, y * 1.1, f"{y:.3f}", ha="center", va="bottom", rotation=90, fontsize=6)
+            if path.startswith("arc"):
+                for i, disturbance in enumerate(disturbances):
+                    metres = TARGETS[disturbance][0]
+                    label = "open-loop target" if i == 0 else None
+                    ax.plot([i - 0.45, i + 0.45], [metres, metres], "k--", lw=1, label=label)
+            ax.set_yscale("log")
+            ax.set_ylim(1e-3, 10)
+            ax.set_xticks(range(len(disturbances)), disturbances)
+            ax.set_ylabel("end position error (m)")
+            ax.set_title(f"{path}, {wiring}", fontsize=10)
+            ax.grid(True, axis="y", alpha=0.3)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, format="png")
+
+
+def commit() -> str:
+    """The commit measured (with ``+changes`` when the work tree differs from it)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def _choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
+    chosen = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in chosen if t not in allowed]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{what}: expected some of {','.join(allowed)}, got {text!r}")
+    return [a for a in allowed if a in chosen]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="How well the robot drives what it is commanded when the simulated drivetrain "
+        "differs from the model: arcs and the figure-8, legacy against tracking loops, open loop "
+        "and --follow.",
+    )
+    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
+    parser.add_argument(
+        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
+    )
+    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    parser.add_argument(
+        "--wiring",
+        type=lambda t: _choices(t, WIRINGS, "--wiring"),
+        default=list(WIRINGS),
+        help=f"comma-separated, of {','.join(WIRINGS)} (default all)",
+    )
+    parser.add_argument(
+        "--disturbance",
+        type=lambda t: _choices(t, list(DISTURBANCES), "--disturbance"),
+        default=list(DISTURBANCES),
+        help=f"comma-separated, of {','.join(DISTURBANCES)} (default all)",
+    )
+    parser.add_argument(
+        "--loops",
+        type=lambda t: _choices(t, LOOPS, "--loops"),
+        default=list(LOOPS),
+        help=f"comma-separated, of {','.join(LOOPS)} (default both)",
+    )
+    parser.add_argument(
+        "--paths",
+        type=lambda t: _choices(t, PATHS, "--paths"),
+        default=list(PATHS),
+        help=f"comma-separated, of {','.join(PATHS)} (default all)",
+    )
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    for disturbance in args.disturbance:  # the simulator would refuse a bad value; say so first
+        Disturbances(**DISTURBANCES[disturbance])
+    limits = DriveLimits.from_constants(constants)
+    plans: dict[str, tuple[list[PathCommand], Trajectory]] = {}
+    for path in args.paths:
+        commands = commands_of(path)
+        plans[path] = (commands, from_commands(commands, limits, path))
+    measured_at = commit()
+    began = time.monotonic()
+    cases: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="bcnp-on-target-") as tmp:
+        for wiring in args.wiring:
+            for disturbance in args.disturbance:
+                for loops in args.loops:
+                    mine = [
+                        Case(wiring, disturbance, loops, path, mode)
+                        for path in args.paths
+                        for mode in modes_of(loops)
+                    ]
+                    cases += mine
+                    run_combination(wiring, disturbance, loops, mine, plans, limits, Path(tmp), log)
+    seconds = time.monotonic() - began
+
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    arc = plans.get("arc-left", plans.get("arc-right"))
+    print(f"On target, {date}, commit {measured_at}, {seconds / 60:.1f} min")
+    print(
+        f"arcs: up to {ARC_VX_MPS:g} m/s, ±{ARC_OMEGA_RADPS:g} rad/s per m/s, {ARC_MS / 1000:g} s, ramps of {ARC_RAMP_MS} ms"
+        + (f" ({arc[1].end.t:.2f} s with the settle)" if arc else "")
+        + f"; figure8: {FIGURE8.relative_to(ROOT)}"
+    )
+    for name in args.disturbance:
+        env = " ".join(f"{k}={v}" for k, v in disturbance_env(name).items())
+        print(f"  {name:<6} {DESCRIPTIONS[name]}" + (f" ({env})" if env else ""))
+    print("Each cell: end position error (m) / end heading error (rad) / largest deviation from the path (m)")
+    print(table(cases))
+    print(targets_text())
+    misses = [f"{c.name}: {', '.join(c.misses())}" for c in cases if c.misses()]
+    if misses:
+        print("Off target (✗):")
+        for miss in misses:
+            print(f"  {miss}")
+    errors = [f"{c.name}: {c.error}" for c in cases if c.error]
+    for error in errors:
+        print(f"ERROR: {error}")
+    if args.json:
+        text = json.dumps(
+            {
+                "date": date,
+                "commit": measured_at,
+                "seconds": round(seconds, 1),
+                "arc": {"vx": ARC_VX_MPS, "omega": ARC_OMEGA_RADPS, "duration_ms": ARC_MS},
+                "disturbances": {d: DISTURBANCES[d] for d in args.disturbance},
+                "targets": {d: {"end_m": m, "end_rad": r} for d, (m, r) in TARGETS.items()},
+                "cases": [c.report() for c in cases],
+                "errors": errors,
+            },
+            indent=2,
+        )
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.no_image:
+        draw(cases, args.image, f"End position error per case, headless sim, {date}, commit {measured_at}")
+        log(f"figure: {args.image}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
