@@ -540,7 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arc = plans.get("arc-left", plans.get("arc-right"))
     print(f"On target, {date}, commit {measured_at}, {seconds / 60:.1f} min")
     print(
-        f"arcs: up to {ARC_VX_MPS:g} m/s, ±{ARC_OMEGA_RADPS:g} rad/s per m/s, {ARC_MS / 1000:g} s, ramps of {ARC_RAMP_MS} ms"
+        f"arcs: up to {ARC_VX_MPS:g} m/s, ±{ARC_OMEGA_RADPS:g} rad/s per m/s, {ARC_MS / 1000:g} s,"
+        f" ramps of {ARC_RAMP_MS} ms"
         + (f" ({arc[1].end.t:.2f} s with the settle)" if arc else "")
         + f"; figure8: {FIGURE8.relative_to(ROOT)}"
     )
