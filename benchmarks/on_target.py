@@ -97,6 +97,7 @@ def arc(turn: float) -> list[PathCommand]:
         commands.append(PathCommand(round(vx, 4), round(vx * turn / ARC_VX_MPS, 4), ARC_STEP_MS))
     return commands
 
+
 PATHS = ("arc-left", "arc-right", "figure8")
 #: Each disturbance: the Disturbances fields it sets (physics.DISTURBANCE_ENV names their variables).
 DISTURBANCES: dict[str, dict[str, float]] = {
