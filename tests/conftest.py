@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(
         PyFrcPlugin(robot.BcnpRobot, ROOT / "robot.py", isolated=False, init_timeout=10.0), "pyfrc"
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Once a failure is reported, its traceback's frames let go of their locals. A failed
+    robot test's locals (a SPARK MAX, a drivetrain IO) would otherwise outlive its robot, and
+    the next test's robot could not take the same CAN ids: one failure would fail the next."""
+    yield
+    if call.excinfo is not None:
+        tb = call.excinfo.tb
+        traceback.clear_frames(tb)
+        while tb is not None:  # the locals' snapshot the report took goes too (read again: emptied)
+            tb.tb_frame.f_locals  # noqa: B018
+            tb = tb.tb_next
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
