@@ -89,7 +89,17 @@ class _Run:
     the duration attribute is read instead.
     """
 
-    __slots__ = ("next", "end", "source", "buffer", "duration_offset", "stride", "read_duration", "arrival")
+    __slots__ = (
+        "next",
+        "end",
+        "source",
+        "buffer",
+        "duration_offset",
+        "stride",
+        "read_duration",
+        "arrival",
+        "unpacked",
+    )
 
     def __init__(
         self,
@@ -107,6 +117,8 @@ class _Run:
         self.stride = stride  # bytes per message in buffer
         self.read_duration = read_duration
         self.arrival: int | None = None  # last receive time (us) when queued
+        #: A packet's type and its accepted messages' wire integers, from the first peek_raw on.
+        self.unpacked: tuple[MessageSpec, list[tuple[int, ...]]] | None = None
 
     def keep_only(self, take: int) -> None:
         """Point a packet's run at a copy of its first ``take`` messages only.
@@ -121,6 +133,7 @@ class _Run:
         payload = self.buffer[start : start + take * self.stride]
         self.source = PacketView(src.spec, src.flags, take, payload, 0)
         self.buffer = payload
+        self.unpacked = None
         self.duration_offset -= start
 
 
@@ -269,8 +282,10 @@ class MessageQueue:
         """Up to ``limit`` waiting messages as their wire integers (what ``Message.raw``
         gives), in order, in chunks of one type: ``(spec, [raw, ...])``. They stay queued
         (the active one not included). A packet's messages are unpacked straight from its
-        bytes: no message object is made. A full queue holds many runs of one message (a
-        packet it had room for one of), so the work per run is kept small."""
+        bytes, all of its run at the first peek, and kept with the run: no message object
+        is made, a run still queued at the next peek is not unpacked again, and its
+        messages are the same tuples from peek to peek. A full queue holds many runs of
+        one message (a packet it had room for one of), so the work per run is kept small."""
         out: list[tuple[MessageSpec, list[tuple[int, ...]]]] = []
         raws: list[tuple[int, ...]] = []
         last: MessageSpec | None = None
@@ -283,24 +298,31 @@ class MessageQueue:
             if take > left:
                 take = left
             left -= take
-            source = run.source
-            if isinstance(source, list):  # a push: its messages, whatever their types
-                for message in source[first : first + take]:
-                    spec = type(message).spec
-                    if spec is not last:
-                        last, raws = spec, []
-                        out.append((spec, raws))
-                    raws.append(message.raw)
-                continue
-            spec = source.spec
+            unpacked = run.unpacked
+            if unpacked is None:
+                source = run.source
+                if isinstance(source, list):  # a push: its messages, whatever their types
+                    for message in source[first : first + take]:
+                        spec = type(message).spec
+                        if spec is not last:
+                            last, raws = spec, []
+                            out.append((spec, raws))
+                        raws.append(message.raw)
+                    continue
+                # A packet's accepted messages, unpacked once: a run stays queued for many peeks.
+                start = source.payload_offset
+                unpacked = run.unpacked = (
+                    source.spec,
+                    list(source.spec.struct.iter_unpack(run.buffer[start : start + run.end * run.stride])),
+                )
+            spec, messages = unpacked
             if spec is not last:
                 last, raws = spec, []
                 out.append((spec, raws))
-            start = source.payload_offset + first * run.stride
             if take == 1:
-                raws.append(spec.struct.unpack_from(run.buffer, start))
+                raws.append(messages[first])
             else:
-                raws.extend(spec.struct.iter_unpack(run.buffer[start : start + take * run.stride]))
+                raws.extend(messages[first : first + take])
         return out
 
     def drain(self) -> list[Message]:

@@ -936,3 +936,71 @@ def test_peek_reads_the_waiting_messages_in_order_and_leaves_them_queued() -> No
     assert [cmd_index(m) for m in q.peek(3)] == [2, 3, 4]  # across the two runs, cut at the limit
     assert q.peek(0) == []
     assert q.size() == 4 and [cmd_index(m) for m in q.drain()] == [2, 3, 4, 5]
+
+
+def _grouped_raw(messages: list[bcnp.Message]) -> list[tuple[bcnp.MessageSpec, list[tuple[int, ...]]]]:
+    """``peek_raw``'s answer worked out from ``peek``'s: runs of one type, their wire integers."""
+    out: list[tuple[bcnp.MessageSpec, list[tuple[int, ...]]]] = []
+    for message in messages:
+        spec = type(message).spec
+        if not out or out[-1][0] is not spec:
+            out.append((spec, []))
+        out[-1][1].append(message.raw)
+    return out
+
+
+def _some(spec: bcnp.MessageSpec, k: int) -> bcnp.Message:
+    if spec is DRIVE:
+        return cmd(k, 20 + k % 7)
+    return TEST_CMD(value1=k / 8, value2=-k / 4, durationMs=10 + k % 5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("packet"), st.booleans(), st.integers(1, 40), st.booleans()),
+            st.tuples(st.just("push"), st.lists(st.booleans(), min_size=1, max_size=6)),
+            st.tuples(st.just("tick"), st.integers(0, 120)),
+            st.tuples(st.just("clear")),
+        ),
+        max_size=40,
+    ),
+    limit=st.integers(0, 30),
+)
+def test_peek_raw_reads_what_peek_reads_as_wire_integers(steps: list[tuple], limit: int) -> None:
+    """Over packets of two types (some cut by a full queue, some copied down), pushes of mixed
+    types, ticks that take messages off and clears: ``peek_raw`` is ``peek`` as wire integers,
+    grouped by type, and reads the same again."""
+    q = MessageQueue(MessageQueueConfig(capacity=24))
+    now, k = 0.0, 0
+    for step in steps:
+        if step[0] == "packet":
+            _, drive, count, clear = step
+            spec = DRIVE if drive else TEST_CMD
+            q.handle_packet(packet([_some(spec, k + i) for i in range(count)], clear, spec=spec), now)
+            k += count
+        elif step[0] == "push":
+            q.push_batch([_some(DRIVE if drive else TEST_CMD, k + i) for i, drive in enumerate(step[1])])
+            k += len(step[1])
+        elif step[0] == "tick":
+            now += step[1] / 1000
+            tick(q, now)
+        else:
+            q.clear()
+        expected = _grouped_raw(q.peek(limit))
+        assert q.peek_raw(limit) == expected
+        assert q.peek_raw(limit) == expected
+
+
+def test_peek_raw_unpacks_a_packet_once() -> None:
+    q = MessageQueue()
+    q.handle_packet(packet([cmd(1), cmd(2), cmd(3)]), 0.0)
+    q.handle_packet(packet([cmd(4)]), 0.0)
+    first = q.peek_raw(10)
+    assert first == [(DRIVE, [cmd(k).raw for k in (1, 2, 3, 4)])]
+    assert q.update(0.0) is not None  # cmd(1) runs
+    again = q.peek_raw(10)
+    assert again == [(DRIVE, [cmd(k).raw for k in (2, 3, 4)])]
+    # The same tuples: the packets were not unpacked again.
+    assert all(a is b for a, b in zip(again[0][1], first[0][1][1:], strict=True))
