@@ -38,7 +38,6 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link = build_link()
         self.recorder = BcnpRecorder(log, self.link)
         self.link.packet_observer = self.recorder.packet
-        self._last_mode: str | None = None
         self.loop_timing = LoopTiming(self.getPeriod())
         self.keys = NetworkKeys(Sources(self.link, self.loop_timing, self.drivetrain))
         self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
@@ -77,11 +76,6 @@ class BcnpRobot(wpilib.TimedRobot):
         # this tick (the keys follow in robotPeriodic).
         now = wpilib.Timer.getFPGATimestamp()
         autonomous = self.isAutonomousEnabled()
-        mode = self._mode()
-        if mode is not self._last_mode:
-            # A new mode starts from rest in the loops: no integral carried over, limits from 0.
-            self._last_mode = mode
-            self.drivetrain.reset_loops()
         # The chooser's "None" is no mode.
         active: Mode | None = self.automodes.active_mode if autonomous else None
         if autonomous:
@@ -105,15 +99,19 @@ class BcnpRobot(wpilib.TimedRobot):
         self.field_view.periodic(now)
         self.recorder.tick(self.drivetrain)
 
-    def _mode(self) -> str:
-        """The mode: "disabled", "autonomous", "teleop" or "test"."""
-        if not self.isEnabled():
-            return "disabled"
-        if self.isAutonomous():
-            return "autonomous"
-        return "test" if self.isTest() else "teleop"
+    # A new mode starts with no integral in the drive loops (WPILib calls each Init once,
+    # on entering the mode, before that tick's robotPeriodic): nothing carried over.
+    def disabledInit(self) -> None:
+        self.drivetrain.reset_loops()
+
+    def teleopInit(self) -> None:
+        self.drivetrain.reset_loops()
+
+    def testInit(self) -> None:
+        self.drivetrain.reset_loops()
 
     def autonomousInit(self) -> None:
+        self.drivetrain.reset_loops()
         self.automodes.start()
 
     def autonomousExit(self) -> None:
