@@ -1,8 +1,16 @@
-"""Shared fixtures: schemas loaded from the repository; pyfrc's robot fixtures.
+"""Shared fixtures: schemas loaded from the repository; pyfrc's robot fixtures; the two tiers.
 
 ``robotpy test`` registers pyfrc's pytest plugin itself; under plain
-``python -m pytest`` it is registered here, so both commands run the same
-suite with the ``robot`` and ``control`` fixtures available.
+``python -m pytest`` it is registered here, so both commands have the
+``robot`` and ``control`` fixtures.
+
+Two tiers. ``robotpy test``, which ``robotpy deploy`` runs before every upload to a
+robot (in a pit, between matches), runs the deploy tier: the modules in
+``DEPLOY_TIER`` (the robot program in every mode and both wirings, pyfrc's stock
+robot tests, the protocol core, the allowlist), property tests with a 25th of their
+examples (``support.examples``): seconds, not minutes. ``python run.py test`` (plain
+pytest: the README's test command, CI's) runs every test in full. ``BCNP_TEST_ALL=1``
+makes ``robotpy test`` run everything too.
 """
 
 from __future__ import annotations
@@ -23,6 +31,19 @@ import bcnp
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
+#: The deploy tier's modules (``robotpy test``, so ``robotpy deploy``).
+DEPLOY_TIER = (
+    "test_robot.py",
+    "test_pyfrc_stock.py",
+    "test_wire.py",
+    "test_parser.py",
+    "test_queue.py",
+    "test_connection.py",
+    "test_dispatcher.py",
+    "test_allowed_peers.py",
+)
+ALL_ENV = "BCNP_TEST_ALL"
+
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")
 # Their data logs go to a temporary folder, removed at the end, never into the project.
@@ -39,7 +60,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if any(
         type(p).__name__ in ("PyFrcPlugin", "IsolatedTestsPlugin") for p in config.pluginmanager.get_plugins()
     ):
-        return  # started by `robotpy test`
+        # Started by `robotpy test` (so by `robotpy deploy`): the deploy tier, unless asked for all.
+        if os.environ.get(ALL_ENV, "").strip() != "1":
+            from support import TIER_ENV
+
+            os.environ[TIER_ENV] = "deploy"
+            _load_deploy_profile()
+        return
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     # The same arguments `robotpy test --no-isolation` passes; pyfrc internals,
@@ -49,6 +76,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(
         PyFrcPlugin(robot.BcnpRobot, ROOT / "robot.py", isolated=False, init_timeout=10.0), "pyfrc"
     )
+
+
+def _load_deploy_profile() -> None:
+    from hypothesis import settings
+
+    settings.register_profile("deploy", max_examples=5)
+    settings.load_profile("deploy")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The deploy tier does not even import the other test modules (the planners' and the
+    plotting libraries' imports alone take seconds)."""
+    from support import TIER_ENV
+
+    if os.environ.get(TIER_ENV) != "deploy" or not collection_path.name.startswith("test_"):
+        return None
+    if collection_path.suffix != ".py":
+        return None
+    return collection_path.name not in DEPLOY_TIER or None
 
 
 @pytest.hookimpl(hookwrapper=True)

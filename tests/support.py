@@ -9,6 +9,17 @@ import threading
 import time
 from collections.abc import Callable
 
+#: Set by conftest.py when ``robotpy test`` runs the deploy tier (what ``robotpy deploy`` runs
+#: before every upload).
+TIER_ENV = "BCNP_TEST_TIER"
+
+
+def examples(n: int) -> int:
+    """How many examples a property test draws: ``n`` in the full suite (``python run.py
+    test``, CI); a 25th of it, at least 5, in the deploy tier, which runs before every
+    upload to a robot and must take seconds."""
+    return max(5, n // 25) if os.environ.get(TIER_ENV) == "deploy" else n
+
 
 class FakeClock:
     """A clock the test moves by hand; handed to servers and clients as ``clock``."""

@@ -9,6 +9,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 import bcnp
 from bcnp import PacketError
@@ -112,7 +113,7 @@ def test_accepts_bytearray_and_memoryview_without_aliasing(schema: bcnp.Schema) 
     assert list(c.views[0]) == list(bcnp.decode_packet(schema, packet))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_chunking_gives_identical_output(test_schema: bcnp.Schema, data: st.DataObject) -> None:
     specs = list(test_schema)
@@ -137,7 +138,7 @@ def test_any_chunking_gives_identical_output(test_schema: bcnp.Schema, data: st.
     assert whole.errors == pieces.errors == []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     garbage=st.lists(st.binary(min_size=0, max_size=40), min_size=6, max_size=6),
     size=st.integers(1, 64),
@@ -606,7 +607,7 @@ def test_a_search_budget_must_be_positive(schema: bcnp.Schema) -> None:
     assert not parser.search_pending and parser.bytes_searched == 0
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     parts=st.lists(
         st.one_of(

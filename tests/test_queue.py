@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import rule_start
+from support import examples, rule_start
 
 import bcnp
 import bcnp.defaults
@@ -800,7 +800,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(ops=st.lists(_op, max_size=40), lag_us=st.sampled_from([0, 20_000, 100_000, 1_000_000]))
 def test_property_every_message_is_accounted_for_and_starts_never_go_back(
     ops: list[tuple[str, object]], lag_us: int
@@ -955,7 +955,7 @@ def _some(spec: bcnp.MessageSpec, k: int) -> bcnp.Message:
     return TEST_CMD(value1=k / 8, value2=-k / 4, durationMs=10 + k % 5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     steps=st.lists(
         st.one_of(

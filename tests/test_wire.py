@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 import bcnp
 from bcnp import PacketError
@@ -25,7 +26,7 @@ TEST_SCHEMA = bcnp.load_schema(DATA / "test_schema.json")
 DRIVE_CMD = SCHEMA["DriveCmd"]
 TELEMETRY = SCHEMA["DrivetrainTelemetry"]
 
-FAST = settings(max_examples=200, deadline=None)
+FAST = settings(max_examples=examples(200), deadline=None)
 
 # --------------------------------------------------------------------------- reference vectors
 
