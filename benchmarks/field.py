@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import math
 import sys
 import tempfile
@@ -65,6 +64,7 @@ from bcnp.host.paths import PathCommand, load_path
 from bcnp.host.plot import odometry
 from bcnp.host.proxy import Faults, Proxy
 from bcnp.host.replay import Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from benchmarks.report import write_json
 from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
 from messages import SCHEMA, DriveCmd
 
@@ -593,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not case.started:
             failures.append(f"{case.name}: the robot logged no command start")
     if args.json:
-        text = json.dumps(
+        write_json(
             {
                 "seed": args.seed,
                 "path": str(PATH.relative_to(ROOT)),
@@ -604,12 +604,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "cases": [c.report() for c in cases],
                 "failures": failures,
             },
-            indent=2,
+            args.json,
         )
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
     if not args.no_image:
         date = time.strftime("%Y-%m-%d", time.gmtime())
         draw(cases, args.image, f"paths/figure8.csv through the fault proxy to the headless sim, {date}")

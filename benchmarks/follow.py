@@ -25,7 +25,6 @@ status 1 otherwise). Writes the driven paths to ``docs/images/follow.png``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from bcnp.host.planners import DriveLimits, Trajectory, from_commands
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
 from benchmarks.field import deviation
+from benchmarks.report import write_json
 from benchmarks.simbot import SimRobot
 from messages import SCHEMA
 
@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if c.mode == "follow" and not c.final_error_m <= TARGET_M
     ]
     if args.json:
-        text = json.dumps(
+        write_json(
             {
                 "path": str(PATH.relative_to(ROOT)),
                 "drivetrain": args.drivetrain,
@@ -359,12 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "cases": [c.report() for c in cases],
                 "failures": failures,
             },
-            indent=2,
+            args.json,
         )
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
     if not args.no_image:
         date = time.strftime("%Y-%m-%d", time.gmtime())
         draw(

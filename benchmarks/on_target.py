@@ -50,7 +50,6 @@ pass ``--image`` or ``--no-image`` when re-running a subset.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import socket
 import subprocess
@@ -69,6 +68,7 @@ from bcnp.host.planners import DriveLimits, Trajectory, from_commands
 from bcnp.host.replay import Replay
 from benchmarks.field import deviation
 from benchmarks.follow import PAUSE_S, TAIL_S, Truth, relative
+from benchmarks.report import write_json
 from benchmarks.simbot import SimRobot
 from messages import SCHEMA
 from physics import DISTURBANCE_ENV, Disturbances
@@ -485,30 +485,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
     )
     parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
-    parser.add_argument(
-        "--wiring",
-        type=lambda t: _choices(t, WIRINGS, "--wiring"),
-        default=list(WIRINGS),
-        help=f"comma-separated, of {','.join(WIRINGS)} (default all)",
-    )
-    parser.add_argument(
-        "--disturbance",
-        type=lambda t: _choices(t, list(DISTURBANCES), "--disturbance"),
-        default=list(DISTURBANCES),
-        help=f"comma-separated, of {','.join(DISTURBANCES)} (default all)",
-    )
-    parser.add_argument(
-        "--loops",
-        type=lambda t: _choices(t, LOOPS, "--loops"),
-        default=list(LOOPS),
-        help=f"comma-separated, of {','.join(LOOPS)} (default both)",
-    )
-    parser.add_argument(
-        "--paths",
-        type=lambda t: _choices(t, PATHS, "--paths"),
-        default=list(PATHS),
-        help=f"comma-separated, of {','.join(PATHS)} (default all)",
-    )
+    # One case's cell can be re-run alone: each dimension takes a comma-separated subset.
+    subsets: dict[str, Sequence[str]] = {
+        "--wiring": WIRINGS,
+        "--disturbance": list(DISTURBANCES),
+        "--loops": LOOPS,
+        "--paths": PATHS,
+    }
+    for flag, choices in subsets.items():
+        parser.add_argument(
+            flag,
+            type=lambda t, c=choices, f=flag: _choices(t, c, f),
+            default=list(choices),
+            help=f"comma-separated, of {','.join(choices)} (default all)",
+        )
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -561,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for error in errors:
         print(f"ERROR: {error}")
     if args.json:
-        text = json.dumps(
+        write_json(
             {
                 "date": date,
                 "commit": measured_at,
@@ -572,12 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "cases": [c.report() for c in cases],
                 "errors": errors,
             },
-            indent=2,
+            args.json,
         )
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
     if not args.no_image:
         draw(cases, args.image, f"End position error per case, headless sim, {date}, commit {measured_at}")
         log(f"figure: {args.image}")

@@ -195,6 +195,7 @@ class Drivetrain:
         self.actual_vx = self.actual_omega = 0.0
         self.vx_error = self.omega_error = 0.0
         self._was = (0.0, 0.0)  # the intent of the last tick
+        self._gyro_radians = 0.0  # the gyro's heading read this tick (the turn loop's input)
 
     # -- intent -------------------------------------------------------------------------
 
@@ -250,9 +251,10 @@ class Drivetrain:
     def _actuate(self, stop_sent: bool) -> None:
         inputs = self.inputs
         self.io.update_inputs(inputs)  # first: the loops act on this tick's readings
-        heading = self._heading()
+        wheel_rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
+        heading = self._heading(wheel_rate)
         self.odometry.update(heading, inputs.left_position_m, inputs.right_position_m)
-        self._measure()
+        self._measure(wheel_rate)
         if self._stopped:
             if not stop_sent:  # once per tick is enough: stop() may have done it
                 self.io.stop()
@@ -265,7 +267,7 @@ class Drivetrain:
         turn = self.turn
         if turn is not None:
             if self.gyro_watch is not None and self.gyro_watch.ok:
-                omega += turn.update(omega, heading.radians())
+                omega += turn.update(omega, self._gyro_radians)
             elif turn.correction:
                 omega += turn.fade_out()
         wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, omega))
@@ -273,13 +275,16 @@ class Drivetrain:
         self.io.set_wheel_speeds(left, right, wheels.left, wheels.right)
         self._ref = (wheels.left, wheels.right)
 
-    def _heading(self) -> Rotation2d:
+    def _heading(self, wheel_rate: float) -> Rotation2d:
+        """The gyro's heading while it answers (its radians kept for the turn loop), else the
+        last one it gave plus what the wheels turned since."""
         inputs = self.inputs
         heading = inputs.heading
         watch = self.gyro_watch
         if heading is not None and watch is not None:
             changes = watch.changes
-            if watch.update(heading.radians(), inputs.gyro_connected, self.wheel_turn_rate()):
+            self._gyro_radians = radians = heading.radians()
+            if watch.update(radians, inputs.gyro_connected, wheel_rate):
                 self._anchor = (heading, inputs.left_position_m, inputs.right_position_m)
                 if changes != watch.changes:
                     self._gyro_changed()
@@ -291,15 +296,15 @@ class Drivetrain:
             inputs.left_position_m - left0, inputs.right_position_m - right0, self.track_width
         )
 
-    def _measure(self) -> None:
+    def _measure(self, wheel_rate: float) -> None:
         """The chassis speed delivered: vx from the wheels, the turn rate from the gyro while
-        it answers (else from the wheels), and the errors against the intent."""
+        it answers (else ``wheel_rate``, the wheels'), and the errors against the intent."""
         inputs = self.inputs
         self.actual_vx = vx = (inputs.left_velocity_mps + inputs.right_velocity_mps) * 0.5
         rate = inputs.turn_rate_radps
         watch = self.gyro_watch
         if rate is None or watch is None or not watch.ok:
-            rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
+            rate = wheel_rate
         self.actual_omega = rate
         # Against what the wheels were to reach by now: last tick's intent.
         was_vx, was_omega = self._was
@@ -332,11 +337,6 @@ class Drivetrain:
     def wheel_positions(self) -> tuple[float, float]:
         """Left and right wheel distance since start, m, as read this tick."""
         return self.inputs.left_position_m, self.inputs.right_position_m
-
-    def wheel_turn_rate(self) -> float:
-        """The turn rate the wheel speeds imply (rad/s): more than the chassis turns if it scrubs."""
-        inputs = self.inputs
-        return (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
 
     @property
     def gyro_state(self) -> str:
