@@ -231,9 +231,9 @@ class _LinkWatch:
                 soak.note(f"host: link back ({self.transport}, loop {self.loop})")
         elif self.ready and not self.closing:
             self.ready = False
-            since = status.lost_since if status.lost_since is not None else status.last_lost_at
-            heard = now - (mono - since) if since is not None else now
-            why = status.last_error
+            loss = status.last_loss
+            heard = now - (mono - loss.at) if loss is not None else now
+            why = loss.reason if loss is not None else status.last_error
             with soak.lock:
                 soak.links.append(LinkEvent(now, "down", self.loop, self.transport, heard, why))
             soak.note(f"host: link lost ({self.transport}, loop {self.loop}): {why}")

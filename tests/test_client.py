@@ -20,6 +20,7 @@ from bcnp.host.client import (
     LinkClosedError,
     LinkDownError,
     LinkError,
+    LinkLoss,
     LinkState,
     LinkStatus,
     ReconnectPolicy,
@@ -337,9 +338,14 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
         client.send(commands(schema, 3))
         wait_until(lambda: len(robot.packets) == 1, what="the batch on the new connection")
         states = [s.state for s in changes]
-        assert states[0] is LinkState.BACKOFF and states[-1] is LinkState.READY
+        # The first connect is told too, then the loss, the attempts, the reconnect.
+        assert states[0] == "connected" and states[1] == "reconnecting" and states[-1] == "connected"
         # A stopping server closes its controller, with a reset when bytes were left unread.
-        assert changes[0].lost_reason in ("closed by the robot", "receive failed: Connection reset by peer")
+        assert changes[1].lost_reason in ("closed by the robot", "receive failed: Connection reset by peer")
+        # Back: no loss reason or error on a connected status; the loss is kept as the latest one.
+        assert changes[-1].lost_reason == "" and changes[-1].last_error == ""
+        assert changes[-1].lost_since is None
+        assert changes[-1].last_loss is not None and changes[-1].last_loss.reason == changes[1].lost_reason
         assert LinkState.CONNECTING in states
     finally:
         client.close()
@@ -379,8 +385,9 @@ def test_a_loss_after_a_stalled_burst_is_dated_when_the_robot_last_sent(schema: 
             robot.server.stop()
             wait_until(lambda: client.status().losses == 1, what="the loss")
             status = client.status()
-        assert status.lost_reason in ("closed by the robot", "receive failed: Connection reset by peer")
-        assert status.last_lost_at == pytest.approx(50.36, abs=1e-6)  # the last packet's send time
+        assert status.last_loss is not None
+        assert status.last_loss.reason in ("closed by the robot", "receive failed: Connection reset by peer")
+        assert status.last_loss.at == pytest.approx(50.36, abs=1e-6)  # the last packet's send time
     finally:
         robot.server.stop()
 
@@ -400,7 +407,7 @@ def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema
         host_clock.advance(0.6)  # nothing heard since
         wait_until(lambda: client.status().generation == 2, what="the new handshake")
         status = client.status()
-        assert status.last_error == "no telemetry for 0.6 s" and status.last_lost_at == 100.0
+        assert status.last_loss == LinkLoss(100.0, "no telemetry for 0.6 s")
         assert robot.server.status().peer == source  # the robot sees the same peer
     finally:
         client.close()
@@ -469,3 +476,17 @@ def test_a_closing_udp_host_frees_the_link_at_the_link_timeout_not_the_idle_time
         assert robot.server.status().link_losses == 1 and robot.server.status().idle_drops == 0
     finally:
         robot.server.stop()
+
+
+def test_every_name_a_host_program_needs_comes_from_bcnp_host() -> None:
+    """What the docs' examples import: from bcnp.host, each name the object it names."""
+    import bcnp.host
+    from bcnp.host import client, paths, replay
+
+    homes = {name: getattr(module, name) for module in (client, paths, replay) for name in dir(module)}
+    for name in bcnp.host.__all__:
+        assert getattr(bcnp.host, name) is homes[name], name
+    for name in ("Client", "ReconnectPolicy", "LinkDownError", "LinkError", "LinkClosedError", "LinkState"):
+        assert name in bcnp.host.__all__ and name in dir(bcnp.host)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        bcnp.host.Nothing  # noqa: B018

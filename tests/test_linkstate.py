@@ -12,6 +12,7 @@ from bcnp.host.linkstate import (
     Connect,
     Disconnect,
     GiveUp,
+    LinkLoss,
     LinkMachine,
     LinkState,
     ReconnectPolicy,
@@ -31,13 +32,17 @@ def test_a_ready_link_waits_and_a_lost_one_is_retried_at_once() -> None:
     assert machine.poll(1.0) == Wait(None)  # no telemetry yet: silence is not judged
     machine.lost(2.0, "closed by the robot")
     status = machine.status()
-    assert (status.state, status.lost_since, status.losses) == (LinkState.BACKOFF, 0.0, 1)
+    assert (status.state, status.lost_since, status.losses) == (LinkState.RECONNECTING, 0.0, 1)
     assert machine.poll(2.0) == Connect(1)
     machine.connected(2.1)
     status = machine.status()
     assert status.connected and status.generation == 2 and status.attempts == 0
-    assert status.lost_since is None and status.last_lost_at == 0.0
-    assert status.lost_reason == "closed by the robot"
+    # A connected status carries no loss; the latest one is kept apart.
+    assert status.lost_since is None and status.lost_reason == "" and status.last_error == ""
+    assert status.last_loss == LinkLoss(0.0, "closed by the robot")
+    # Each state equals the word the docs use for it.
+    assert status.state == "connected" and f"{status.state}" == "connected"
+    assert [str(state) for state in LinkState] == ["connecting", "connected", "reconnecting", "closed"]
 
 
 def test_telemetry_silence_is_a_lost_link_from_when_the_robot_was_last_heard() -> None:
@@ -274,9 +279,9 @@ def test_any_sequence_keeps_the_machine_consistent(
         elif name == "poll":
             action = machine.poll(now)
             if isinstance(action, Connect):
-                assert before is LinkState.BACKOFF
+                assert before is LinkState.RECONNECTING
             if isinstance(action, Wait) and action.until is not None:
-                assert action.until >= now - 1e-9 or before is LinkState.READY
+                assert action.until >= now - 1e-9 or before is LinkState.CONNECTED
             if isinstance(action, GiveUp):
                 assert machine.state is LinkState.CLOSED
         if before is LinkState.CLOSED:

@@ -12,9 +12,10 @@
 Unlike the protocol library, these may know this robot's messages (DriveCmd,
 DrivetrainTelemetry).
 
-The client's names are imported on first use: the robot reads path files
-with :mod:`bcnp.host.paths` (standard library only), and importing that must
-not bring the client and its sockets along.
+Every name a host program needs is importable from here (``from bcnp.host
+import Client, ReconnectPolicy, LinkDownError``), each on first use: the robot
+reads path files with :mod:`bcnp.host.paths` (standard library only), and
+importing that must not bring the client and its sockets along.
 """
 
 from __future__ import annotations
@@ -28,29 +29,61 @@ if TYPE_CHECKING:
         LinkClosedError,
         LinkDownError,
         LinkError,
+        LinkLoss,
         LinkState,
         LinkStatus,
         ReconnectPolicy,
         RobotUnreachableError,
         SchemaMismatchError,
     )
+    from .paths import PathCommand, PathError, load_path
+    from .replay import Outage, Progress, Replay
+
+#: Each name this package offers, and the module it lives in (imported on first use).
+_HOME = {
+    **dict.fromkeys(
+        (
+            "Client",
+            "LinkClosedError",
+            "LinkDownError",
+            "LinkError",
+            "LinkLoss",
+            "LinkState",
+            "LinkStatus",
+            "ReconnectPolicy",
+            "RobotUnreachableError",
+            "SchemaMismatchError",
+        ),
+        ".client",
+    ),
+    **dict.fromkeys(("PathCommand", "PathError", "load_path"), ".paths"),
+    **dict.fromkeys(("Outage", "Progress", "Replay"), ".replay"),
+}
 
 __all__ = [
     "Client",
     "LinkClosedError",
     "LinkDownError",
     "LinkError",
+    "LinkLoss",
     "LinkState",
     "LinkStatus",
+    "Outage",
+    "PathCommand",
+    "PathError",
+    "Progress",
     "ReconnectPolicy",
+    "Replay",
     "RobotUnreachableError",
     "SchemaMismatchError",
+    "load_path",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module(".client", __name__), name)
+    home = _HOME.get(name)
+    if home is not None:
+        return getattr(importlib.import_module(home, __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

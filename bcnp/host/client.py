@@ -64,13 +64,23 @@ from ..wire import (
     PacketView,
     encode_packet,
 )
-from .linkstate import Connect, Disconnect, GiveUp, LinkMachine, LinkState, LinkStatus, ReconnectPolicy
+from .linkstate import (
+    Connect,
+    Disconnect,
+    GiveUp,
+    LinkLoss,
+    LinkMachine,
+    LinkState,
+    LinkStatus,
+    ReconnectPolicy,
+)
 
 __all__ = [
     "Client",
     "LinkClosedError",
     "LinkDownError",
     "LinkError",
+    "LinkLoss",
     "LinkState",
     "LinkStatus",
     "ReconnectPolicy",
@@ -156,7 +166,9 @@ class Client:
             else schema[command_type]
         )
         self.on_telemetry = on_telemetry
-        #: Called from the background thread with the new :class:`LinkStatus` on each change.
+        #: Called with the new :class:`LinkStatus` on each change: the first connect (from
+        #: :meth:`connect`'s caller), then each loss, attempt, reconnect and the close (from the
+        #: client's thread).
         self.on_link_change = on_link_change
         self.clock = clock
         if isinstance(reconnect, bool):
@@ -197,7 +209,7 @@ class Client:
 
     @property
     def connected(self) -> bool:
-        return self._sock is not None and self._machine.state is LinkState.READY
+        return self._sock is not None and self._machine.state is LinkState.CONNECTED
 
     @property
     def closed_reason(self) -> str | None:
@@ -253,6 +265,9 @@ class Client:
             self._sock = sock
             self._machine.connected(now)
         self._last_send = now
+        # The first connect is a change too: on_link_change hears it (from this thread,
+        # before the client's own thread can report anything later).
+        self._notify()
         self._thread = threading.Thread(target=self._run, name=f"bcnp-client-{self.address}", daemon=True)
         self._thread.start()
         return self
@@ -516,7 +531,7 @@ class Client:
                     self._drop_socket(sock)
                     self._notify()
                     return
-                if self._machine.state is not LinkState.READY:  # a send found it dead
+                if self._machine.state is not LinkState.CONNECTED:  # a send found it dead
                     self._drop_socket(sock)
                     return
                 wait = 0.5 if action.until is None else max(0.0, action.until - now)  # type: ignore[union-attr]
@@ -612,7 +627,7 @@ class Client:
     def _send_locked(self, packets: list[bytes]) -> None:
         started = self.clock()
         sock = self._sock
-        if sock is None or self._machine.state is not LinkState.READY:
+        if sock is None or self._machine.state is not LinkState.CONNECTED:
             raise self._not_sent()
         try:
             if self.udp:

@@ -235,9 +235,8 @@ class Follower:
                 )
             if not status.connected:
                 if outage is None:
-                    since = status.lost_since if status.lost_since is not None else status.last_lost_at
-                    ago = 0.0 if since is None else max(0.0, client.clock() - since)
-                    outage = Outage(max(0.0, elapsed - ago), status.lost_reason or status.last_error)
+                    outage = Outage.starting(status, client.clock(), elapsed)
+                    ago = elapsed - outage.lost_at
                     self.outages.append(outage)
                     # the robot stopped when it stopped hearing us: wait from there
                     self.reference_time = max(0.0, self.reference_time - ago)
@@ -247,7 +246,7 @@ class Follower:
                 if status.generation != generation:
                     generation = status.generation
                     if outage is None:
-                        outage = Outage(elapsed, status.last_error)
+                        outage = Outage.starting(status, client.clock(), elapsed)
                         self.outages.append(outage)
                     outage.back_at = elapsed
                     if on_outage is not None:

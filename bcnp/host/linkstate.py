@@ -9,11 +9,13 @@ with what to do next: :class:`Connect`, :class:`Disconnect` (the robot went
 silent), :class:`Wait` or :class:`GiveUp`. The socket loop around it
 (:class:`bcnp.host.client.Client`) only performs the answers.
 
-States, after grpc's connectivity states::
+States, after grpc's connectivity states (its READY is CONNECTED here, its
+TRANSIENT_FAILURE RECONNECTING), each equal to the word it is named by
+(``status().state == "connected"``)::
 
-    CONNECTING ──connected──► READY ──lost / silent──► BACKOFF ──retry time──► CONNECTING
-         │                                                 │
-         └───failed──► BACKOFF (or CLOSED: fatal, give-up, reconnecting off)
+    CONNECTING ──connected──► CONNECTED ──lost / silent──► RECONNECTING ──retry time──► CONNECTING
+         │                                                      │
+         └───failed──► RECONNECTING (or CLOSED: fatal, give-up, reconnecting off)
 
 The policy is plain data (:class:`ReconnectPolicy`): backoff doubling from
 ``initial_backoff`` to ``max_backoff`` with full jitter (each wait drawn from
@@ -32,6 +34,7 @@ __all__ = [
     "Connect",
     "Disconnect",
     "GiveUp",
+    "LinkLoss",
     "LinkMachine",
     "LinkState",
     "LinkStatus",
@@ -41,10 +44,12 @@ __all__ = [
 ]
 
 
-class LinkState(enum.Enum):
-    CONNECTING = "connecting"  # a connect and handshake under way
-    READY = "connected"  # handshake passed, the link is up
-    BACKOFF = "reconnecting"  # lost; waiting before the next attempt
+class LinkState(enum.StrEnum):
+    """Where the link is; each state is equal to its word (``LinkState.CONNECTED == "connected"``)."""
+
+    CONNECTING = "connecting"  # the first connect and handshake under way, or a new attempt's
+    CONNECTED = "connected"  # handshake passed, the link is up
+    RECONNECTING = "reconnecting"  # lost; waiting before the next attempt
     CLOSED = "closed"  # for good: closed by the user, a fatal error, or given up
 
 
@@ -109,33 +114,51 @@ Action = Connect | Disconnect | Wait | GiveUp
 
 
 @dataclass(frozen=True)
+class LinkLoss:
+    """One lost link: when the robot was last known to be there (when it sent the last
+    telemetry heard, or the handshake), on the host's clock, and why the link went."""
+
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class LinkStatus:
-    """What a user sees of the link at one moment."""
+    """What a user sees of the link at one moment. A connected status carries no loss:
+    ``lost_since`` is ``None``, ``lost_reason`` and ``last_error`` are empty; the latest
+    loss stays in ``last_loss``."""
 
     state: LinkState
     #: Connections made so far (1 after the first handshake); a new one means the robot's queue is empty.
     generation: int
-    #: When the robot was last known to be there (when it sent the last telemetry heard, or the
-    #: handshake), while the link is down.
+    #: While the link is down: when the robot was last known to be there. ``None`` while connected.
     lost_since: float | None
     #: Attempts since the link was lost.
     attempts: int
-    #: Why the link went, or the last attempt failed.
+    #: While the link is down or closed: why the last attempt failed, or why the link went. ``""``
+    #: while connected.
     last_error: str
     #: Links lost since the first connection.
     losses: int
-    #: When the last lost link was last known to be there (kept once it is back) ...
-    last_lost_at: float | None = None
-    #: ... and why it was lost (``last_error`` is the last failed attempt's).
-    lost_reason: str = ""
+    #: The latest lost link, kept once the link is back (``None`` before the first loss): a host
+    #: that learns of a loss only after the reconnect dates its outage from here.
+    last_loss: LinkLoss | None = None
 
     @property
     def connected(self) -> bool:
-        return self.state is LinkState.READY
+        return self.state is LinkState.CONNECTED
+
+    @property
+    def lost_reason(self) -> str:
+        """While the link is down: why it went (``last_error`` may be a later failed attempt's).
+        ``""`` while connected."""
+        if self.lost_since is None or self.last_loss is None:
+            return ""
+        return self.last_loss.reason
 
     def describe(self, now: float) -> str:
         """One line: ``connected``, ``reconnecting (lost 1.2 s ago, attempt 3): why``, ..."""
-        if self.state is LinkState.READY:
+        if self.state is LinkState.CONNECTED:
             return "connected"
         parts = []
         if self.lost_since is not None:
@@ -210,8 +233,7 @@ class LinkMachine:
         self.attempts = 0
         self.last_error = ""
         self.lost_since: float | None = None
-        self.last_lost_at: float | None = None
-        self.lost_reason = ""
+        self.last_loss: LinkLoss | None = None
         self._last_heard: float | None = None
         self._last_sent: float | None = None  # when the robot sent what was last heard
         self._send_times = SendTimes()
@@ -227,10 +249,11 @@ class LinkMachine:
 
     def connected(self, now: float) -> None:
         """The handshake passed: the link is up, with a new (empty) queue on the robot."""
-        self.state = LinkState.READY
+        self.state = LinkState.CONNECTED
         self.generation += 1
         self.attempts = 0
         self.lost_since = None
+        self.last_error = ""
         self._last_heard = self._last_sent = now
         self._send_times.reset()
         self._heard_telemetry = False
@@ -248,16 +271,17 @@ class LinkMachine:
 
     def lost(self, now: float, reason: str) -> None:
         """The connection closed, reset or failed to send."""
-        if self.state is not LinkState.READY:
+        if self.state is not LinkState.CONNECTED:
             return
         self.losses += 1
-        self.last_error = self.lost_reason = reason
+        self.last_error = reason
         heard = self._last_sent
-        self.lost_since = self.last_lost_at = heard if heard is not None else now
+        self.lost_since = heard if heard is not None else now
+        self.last_loss = LinkLoss(self.lost_since, reason)
         if not self.policy.enabled:
             self.state = LinkState.CLOSED
             return
-        self.state = LinkState.BACKOFF
+        self.state = LinkState.RECONNECTING
         self._retry_at = now  # the first attempt goes at once: the robot may be back already
 
     def failed(self, now: float, reason: str, *, fatal: bool = False) -> None:
@@ -266,7 +290,7 @@ class LinkMachine:
         if fatal or not self.policy.enabled:
             self.state = LinkState.CLOSED
             return
-        self.state = LinkState.BACKOFF
+        self.state = LinkState.RECONNECTING
         low = self._backoff * (1 - self.policy.jitter)
         self._retry_at = now + self._rng.uniform(low, self._backoff)
         self._backoff = min(self._backoff * 2, self.policy.max_backoff)
@@ -280,7 +304,7 @@ class LinkMachine:
 
     def poll(self, now: float) -> Action:
         state = self.state
-        if state is LinkState.READY:
+        if state is LinkState.CONNECTED:
             silence = self.policy.silence_timeout
             heard = self._last_heard
             if silence is None or heard is None or not self._heard_telemetry:
@@ -303,7 +327,7 @@ class LinkMachine:
             down = now - self.lost_since
             self.last_error = f"no link for {down:.1f} s (gave up after {limit:g} s): {self.last_error}"
             return GiveUp(self.last_error)
-        if state is LinkState.BACKOFF and now >= self._retry_at:
+        if state is LinkState.RECONNECTING and now >= self._retry_at:
             self.attempts += 1
             self.state = LinkState.CONNECTING
             return Connect(self.attempts)
@@ -322,6 +346,5 @@ class LinkMachine:
             self.attempts,
             self.last_error,
             self.losses,
-            self.last_lost_at,
-            self.lost_reason,
+            self.last_loss,
         )

@@ -203,6 +203,16 @@ class Outage:
     def duration(self) -> float | None:
         return None if self.back_at is None else self.back_at - self.lost_at
 
+    @classmethod
+    def starting(cls, status: LinkStatus, now: float, elapsed: float) -> Outage:
+        """The outage ``status`` shows (down, or already back after a loss not seen yet),
+        dated when the robot was last heard: ``now`` on the client's clock is ``elapsed``
+        host seconds from the first send."""
+        loss = status.last_loss
+        if loss is None:
+            return cls(elapsed, status.last_error)
+        return cls(max(0.0, elapsed - max(0.0, now - loss.at)), loss.reason)
+
     def __str__(self) -> str:
         went = f"link lost at {self.lost_at:.2f} s ({self.reason})"
         if self.back_at is None:
@@ -327,9 +337,7 @@ class Replay:
 
     def _outage(self, status: LinkStatus) -> Outage:
         """A new outage, from when the robot was last heard (on the replay's clock)."""
-        since = status.lost_since if status.lost_since is not None else status.last_lost_at
-        ago = 0.0 if since is None else max(0.0, self.client.clock() - since)
-        outage = Outage(max(0.0, self.elapsed - ago), status.lost_reason or status.last_error)
+        outage = Outage.starting(status, self.client.clock(), self.elapsed)
         self.outages.append(outage)
         return outage
 
