@@ -197,8 +197,18 @@ SYSID_RAMP_V_PER_S = 1.0
 SYSID_STEP_V = 7.0
 SYSID_TIMEOUT_S = 10.0
 
-#: Simulation only: start in autonomous, enabled, so a headless sim can be driven.
+#: Simulation only: "1" starts in autonomous, enabled; "0" disabled; unset (or anything
+#: else): a headless sim (``--nogui``, no button to press) starts in autonomous, enabled,
+#: and the GUI sim disabled.
 SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
+
+
+def sim_starts_autonomous(env: dict[str, str] | os._Environ[str], argv: list[str]) -> bool:
+    """Whether the simulated driver station starts in autonomous, enabled (see ``SIM_AUTONOMOUS_ENV``)."""
+    setting = env.get(SIM_AUTONOMOUS_ENV, "").strip()
+    if setting in ("0", "1"):
+        return setting == "1"
+    return "--nogui" in argv
 
 
 def drivetrain_wiring() -> str:

@@ -15,9 +15,9 @@ moment of inertia. The robot starts in open floor at ``START_POSE``; the Field
 view also shows the last minute of where it drove
 (``/SmartDashboard/Field/Trail``, drawn as a line by the shipped ``simgui.json``).
 
-With ``BCNP_SIM_AUTONOMOUS=1`` the simulated driver station starts in
-autonomous, enabled, so a headless ``robotpy sim --nogui`` can be driven by a
-host straight away.
+A headless ``robotpy sim --nogui`` (no button to press) starts its simulated
+driver station in autonomous, enabled, so a host can drive it straight away;
+``BCNP_SIM_AUTONOMOUS=0`` keeps it disabled, ``=1`` enables the GUI sim too.
 
 A real drivetrain is never the model. :class:`Disturbances` makes this one
 differ, each from an environment variable (``ENV``), to rehearse the robot's
@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import typing
 from collections import deque
 from pathlib import Path
@@ -212,6 +213,21 @@ def _move_nt_persistence_out_of_the_project() -> None:
         stray.unlink()
 
 
+#: The simulator's NetworkTables server listens on this port instead of 5810 (NT3's 1735 is
+#: closed then), so several simulated robots each serve their own keys.
+NT_PORT_ENV = "BCNP_SIM_NT_PORT"
+
+
+def _move_nt_server(port: str) -> None:
+    if not port.strip():
+        return
+    inst = ntcore.NetworkTableInstance.getDefault()
+    if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
+        return  # pyfrc's local mode: no server to move
+    inst.stopServer()
+    inst.startServer(str(SIM_DIR / "networktables.json"), "", 0, int(port))
+
+
 class GyroSim:
     """The robot's gyro as the physics turns it: an analog gyro counts clockwise in degrees, the
     ADIS16470 IMU counter-clockwise. From ``fail_s`` seconds of simulated time on (None: never),
@@ -334,8 +350,9 @@ class PhysicsEngine:
         self.right_scale = self.disturbances.right_scale
 
         _move_nt_persistence_out_of_the_project()
+        _move_nt_server(os.environ.get(NT_PORT_ENV, ""))
 
-        if os.environ.get(constants.SIM_AUTONOMOUS_ENV) == "1":
+        if constants.sim_starts_autonomous(os.environ, sys.argv):
             sim.DriverStationSim.setDsAttached(True)
             sim.DriverStationSim.setAutonomous(True)
             sim.DriverStationSim.setEnabled(True)

@@ -23,7 +23,7 @@ from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
 from subsystems.field_view import FieldView
 from subsystems.loop_timing import LoopTiming
-from subsystems.network_keys import NetworkKeys, Sources
+from subsystems.network_keys import NetworkKeys, RobotMode, Sources
 from subsystems.recording import BcnpRecorder, start_recording
 
 
@@ -39,7 +39,8 @@ class BcnpRobot(wpilib.TimedRobot):
         self.recorder = BcnpRecorder(log, self.link)
         self.link.packet_observer = self.recorder.packet
         self.loop_timing = LoopTiming(self.getPeriod())
-        self.keys = NetworkKeys(Sources(self.link, self.loop_timing, self.drivetrain))
+        self.mode = RobotMode()  # Network/Mode and Network/Enabled: set in each mode's Init
+        self.keys = NetworkKeys(Sources(self.link, self.loop_timing, self.drivetrain, self.mode))
         self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
         # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
         self.automodes = AutonomousModeSelector("autonomous", self.link)
@@ -99,18 +100,22 @@ class BcnpRobot(wpilib.TimedRobot):
         self.field_view.periodic(now)
         self.recorder.tick(self.drivetrain)
 
-    # A new mode starts with no integral in the drive loops (WPILib calls each Init once,
-    # on entering the mode, before that tick's robotPeriodic): nothing carried over.
+    # WPILib calls each Init once, on entering the mode, before that tick's robotPeriodic:
+    # the mode is named for the keys, and the drive loops start with no integral carried over.
     def disabledInit(self) -> None:
+        self.mode.name = "disabled"
         self.drivetrain.reset_loops()
 
     def teleopInit(self) -> None:
+        self.mode.name = "teleop"
         self.drivetrain.reset_loops()
 
     def testInit(self) -> None:
+        self.mode.name = "test"
         self.drivetrain.reset_loops()
 
     def autonomousInit(self) -> None:
+        self.mode.name = "autonomous"
         self.drivetrain.reset_loops()
         self.automodes.start()
 

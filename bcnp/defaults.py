@@ -40,3 +40,7 @@ NT_PORT = 5810
 #: Wheel track of the FRC kit-of-parts chassis (26 in): the simulated robot's,
 #: and the host plot's default for odometry from wheel telemetry.
 KITBOT_TRACK_WIDTH_M = 0.6604
+
+#: The command a hint names to start the simulated robot: headless, it starts in
+#: autonomous, enabled, so a host can drive it at once (the GUI sim starts disabled).
+START_SIM = "python run.py sim --nogui, in the robot project"

@@ -8,6 +8,7 @@ checked against what the robot publishes (tests/test_docs.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,18 @@ PREFIX = "Network/"
 Value = bool | float | str
 
 
+class RobotMode:
+    """The driver station's mode as the robot last entered it: ``disabled``,
+    ``autonomous``, ``teleop`` or ``test``. The robot sets :attr:`name` in each
+    mode's Init (WPILib calls it once, on entering the mode), so no tick asks
+    the driver station."""
+
+    NAMES = ("disabled", "autonomous", "teleop", "test")
+
+    def __init__(self) -> None:
+        self.name = "disabled"  # a robot starts disabled
+
+
 @dataclass(frozen=True)
 class Sources:
     """What the keys are read from."""
@@ -34,6 +47,7 @@ class Sources:
     loop: LoopTiming
     #: Only the drivetrain's keys read it; a Sources made for the link's keys alone may omit it.
     drivetrain: Drivetrain = None  # type: ignore[assignment]
+    mode: RobotMode = dataclasses.field(default_factory=RobotMode)
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,18 @@ def _hex(value: int | None) -> str:
 
 
 KEYS: tuple[Key, ...] = (
+    Key(
+        "Enabled",
+        bool,
+        lambda s: s.mode.name != "disabled",
+        "the robot is enabled (its mode is not disabled); BCNP commands drive only in autonomous",
+    ),
+    Key(
+        "Mode",
+        str,
+        lambda s: s.mode.name,
+        '"disabled", "autonomous", "teleop" or "test": what BCNP commands do in each is in docs/robot.md',
+    ),
     Key(
         "Connected",
         bool,

@@ -116,7 +116,7 @@ def test_unreachable_robot_is_one_line_naming_host_and_port(capsys: pytest.Captu
     assert main(["send", "--port", str(port), "1", "0", "100"]) == 1
     err = capsys.readouterr().err
     assert err == f"error: cannot reach the robot at 127.0.0.1:{port} (Connection refused): " + (
-        "start the simulator (python -m robotpy sim) or check the robot's address "
+        "start the simulator (python run.py sim --nogui, in the robot project) or check the robot's address "
         "and that its program is running\n"
     )
 

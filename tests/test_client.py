@@ -100,7 +100,7 @@ def test_unreachable_robot_names_host_and_port(schema: bcnp.Schema, udp: bool) -
     with pytest.raises(RobotUnreachableError) as err:
         Client(schema, "127.0.0.1", port, udp=udp, timeout=1.0).connect()
     assert f"127.0.0.1:{port}" in str(err.value)
-    assert "robotpy sim" in str(err.value)
+    assert "python run.py sim --nogui" in str(err.value)
     assert (err.value.host, err.value.port) == ("127.0.0.1", port)
 
 

@@ -125,7 +125,7 @@ def test_replay_to_nothing_says_to_start_the_sim(capsys: pytest.CaptureFixture[s
     port = free_port()
     assert main(["replay", str(ROOT / "paths" / "square.csv"), "--port", str(port)]) == 1
     err = capsys.readouterr().err
-    assert f"127.0.0.1:{port}" in err and "python -m robotpy sim" in err and err.count("\n") == 1
+    assert f"127.0.0.1:{port}" in err and "python run.py sim --nogui" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -243,7 +243,7 @@ def test_monitor_without_a_server_is_one_line(capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err
     assert err == (
         f"error: no NetworkTables server at 127.0.0.1:{port} (start the robot program, "
-        "or the simulator: python -m robotpy sim)\n"
+        "or the simulator: python run.py sim --nogui, in the robot project)\n"
     )
     assert main(["monitor", "--json"]) == 1
     assert "--json needs --once" in capsys.readouterr().err

@@ -216,3 +216,19 @@ def test_a_gyro_that_stops_answering_and_the_delivered_speed_are_recorded(
     actual = log["NT:/SmartDashboard/Network/ActualVx"]
     assert actual and max(actual) == pytest.approx(0.5, abs=0.05)  # type: ignore[type-var]
     assert log["NT:/SmartDashboard/Network/ActualW"]
+
+
+def test_the_robots_mode_is_recorded(sim: Sim) -> None:
+    """Network/Mode and Network/Enabled reach the .wpilog (DataLogManager records NetworkTables)."""
+    sim.tick(2, enabled=False)
+    text = mark()
+    sim.tick(3, autonomous=True)
+    sim.tick(3, autonomous=False)  # teleop
+    sim.tick(3, enabled=False)
+
+    def three_modes(log: Log) -> bool:
+        return len(log["NT:/SmartDashboard/Network/Mode"]) >= 3
+
+    log = read_log_after(text, three_modes)
+    assert log["NT:/SmartDashboard/Network/Mode"][-3:] == ["autonomous", "teleop", "disabled"]
+    assert log["NT:/SmartDashboard/Network/Enabled"][-3:] == [True, False]  # teleop is enabled too: no change

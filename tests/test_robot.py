@@ -420,6 +420,36 @@ def test_disabling_a_moving_robot_stops_it_in_that_tick(sim: Sim) -> None:
         assert sim.number("Network/CmdVx") == 1.0  # the queue still runs and reports
 
 
+def step_mode(sim: Sim, mode: str, n: int = 1) -> None:
+    """``n`` ticks with the driver station in ``mode``: disabled, autonomous, teleop or test."""
+    DriverStationSim.setTest(mode == "test")
+    sim.tick(n, autonomous=mode == "autonomous", enabled=mode != "disabled")
+
+
+def test_the_keys_say_the_mode_and_only_autonomous_drives_bcnp_commands(sim: Sim) -> None:
+    """Network/Mode and Network/Enabled follow the driver station; a host's command moves
+    the chassis in autonomous only, while the link and the queue run in every mode."""
+    moved = {}
+    with sim.connect() as host:
+        for mode in ("disabled", "autonomous", "teleop", "test", "disabled"):
+            step_mode(sim, mode)
+            assert sim.string("Network/Mode") == mode
+            assert SmartDashboard.getBoolean("Network/Enabled", None) is (mode != "disabled")  # type: ignore[arg-type]
+            for _ in range(20):  # what the last mode's command left rolls out
+                sim.deliver(host.keepalive)
+                step_mode(sim, mode, 2)
+            before = sim.travelled()
+            sim.deliver(host.send, [cmd(1.0, ms=400)], clear_queue=True)
+            for _ in range(10):
+                sim.deliver(host.keepalive)
+                step_mode(sim, mode, 2)
+            moved[mode] = sim.travelled() - before
+            assert sim.connected() and sim.number("Network/MessagesRx") > 0
+    assert moved["autonomous"] > 0.2, moved
+    assert all(abs(moved[mode]) < 0.01 for mode in ("disabled", "teleop", "test")), moved
+    DriverStationSim.setTest(False)
+
+
 def field_pose() -> list[float]:
     """The pose physics.py publishes for the sim's Field view: x, y, degrees."""
     return list(

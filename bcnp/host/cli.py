@@ -22,6 +22,7 @@ from .client import Client, LinkError, ReconnectPolicy
 from .paths import PLANNER_SUFFIXES, PathCommand, PathError, load_path
 from .proxy import add_proxy_parser, run_proxy
 from .replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from .robotmode import ModeWatch
 
 __all__ = ["main"]
 
@@ -203,6 +204,12 @@ def _command(
 def _link_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="robot address (default 127.0.0.1, the simulator)")
     p.add_argument("--port", type=int, default=PORT, help=f"BCNP port (default {PORT})")
+    p.add_argument(
+        "--nt-port",
+        type=int,
+        default=NT_PORT,
+        help=f"the robot's NetworkTables port, asked for its mode (default {NT_PORT})",
+    )
     p.add_argument("--udp", action="store_true", help="use UDP instead of TCP")
     p.add_argument("--schema", help="schema JSON file (default: the robot's built-in schema)")
 
@@ -239,6 +246,19 @@ def _print_outage(outage: Outage) -> None:
     print(outage, flush=True)
 
 
+#: ``send --no-wait`` waits this long for the robot's mode before it exits.
+MODE_WAIT_S = 1.0
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _mode_watch(args: argparse.Namespace, client: Client) -> ModeWatch:
+    """Says when the robot ``client`` drives is in a mode that does not drive BCNP commands."""
+    return ModeWatch(args.host, lambda: client.local_address, args.nt_port, say=_say)
+
+
 def _commands(schema: Schema, values: Sequence[str]) -> list[Message]:
     if len(values) % 3:
         raise UserError(f"expected VX OMEGA MS triples, got {len(values)} value(s)")
@@ -262,7 +282,8 @@ def _send(args: argparse.Namespace) -> int:
         raise UserError("nothing to send: give VX OMEGA MS triples, or --stop")
     commands: list[Message] = [] if args.stop else _commands(schema, args.values)
     policy = _policy(args)
-    with Client(schema, args.host, args.port, udp=args.udp, reconnect=policy) as robot:
+    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=policy)
+    with _mode_watch(args, client) as watch, client as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         if args.stop:
@@ -286,6 +307,7 @@ def _send(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"  vx {r['vx']:+.4f} m/s  omega {r['omega']:+.4f} rad/s  {r['durationMs']} ms")
         if args.no_wait:
+            watch.wait_known(MODE_WAIT_S)  # the robot's mode, if it answers at once
             return 0
         try:
             replay.run(on_outage=_print_outage)
@@ -294,6 +316,7 @@ def _send(args: argparse.Namespace) -> int:
                 robot.stop()
             print("interrupted: sent stop")
             return 130
+        watch.wait_known(MODE_WAIT_S)  # a batch shorter than the robot's answer: still say it
     return 0
 
 
@@ -364,7 +387,7 @@ def _replay(args: argparse.Namespace) -> int:
         spec = telemetry_spec(schema, client.command_spec)
         if spec is None:
             raise UserError("the schema has no telemetry message type to record")
-    with client as robot:
+    with _mode_watch(args, client), client as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         try:
@@ -431,7 +454,7 @@ def _follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: A
     if spec is None or "leftPosition" not in spec.field_names:
         raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
     recorder = TelemetryRecorder(spec, Schedule(to_commands(trajectory)))
-    with client as robot:
+    with _mode_watch(args, client), client as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         follower = Follower(robot, trajectory, limits, recorder=recorder)

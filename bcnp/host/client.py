@@ -54,8 +54,9 @@ from ..connection import (
     check_handshake,
     is_handshake_datagram,
 )
-from ..defaults import PORT, UDP_HANDSHAKE_RETRY_S
+from ..defaults import PORT, START_SIM, UDP_HANDSHAKE_RETRY_S
 from ..schema import Message, MessageSpec, Schema
+from ..transport.base import format_address
 from ..wire import (
     CLEAR_QUEUE,
     HANDSHAKE_SIZE,
@@ -212,6 +213,18 @@ class Client:
         return self._sock is not None and self._machine.state is LinkState.CONNECTED
 
     @property
+    def local_address(self) -> str | None:
+        """This end of the link, ``"ip:port"`` as the robot names its peer (``Network/Peer``);
+        ``None`` while not connected."""
+        sock = self._sock
+        if sock is None:
+            return None
+        try:
+            return format_address(sock.getsockname())
+        except OSError:
+            return None
+
+    @property
     def closed_reason(self) -> str | None:
         """Why the client closed for good (``None`` while open or reconnecting, or before it was opened)."""
         return self._closed_reason
@@ -281,7 +294,7 @@ class Client:
     def _unreachable(self, why: str) -> RobotUnreachableError:
         return RobotUnreachableError(
             f"cannot reach the robot at {self.address} ({why}): start the simulator "
-            "(python -m robotpy sim) or check the robot's address and that its program is running",
+            f"({START_SIM}) or check the robot's address and that its program is running",
             self.host,
             self.port,
             why,

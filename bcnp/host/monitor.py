@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..defaults import NT_PORT
+from ..defaults import NT_PORT, START_SIM
 
 __all__ = ["NT_PORT", "PREFIX", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
 
@@ -195,7 +195,7 @@ class Monitor:
                 if not self.nt_connected:
                     raise NoServerError(
                         f"no NetworkTables server at {self.server} (start the robot program, "
-                        "or the simulator: python -m robotpy sim)"
+                        f"or the simulator: {START_SIM})"
                     )
                 raise NoServerError(
                     f"connected to NetworkTables at {self.server}, but it has no Network/* keys: "

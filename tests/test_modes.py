@@ -1,0 +1,107 @@
+"""A host learns whether the robot it drives will drive: the robot's mode, seen from the host.
+
+The robot in a headless simulator process (benchmarks/simbot.py) as a user starts
+it, a real ``python -m bcnp send`` against it, the robot's NetworkTables read by
+the host tool's own NT4 client. Each robot serves NetworkTables on a port of its
+own (``BCNP_SIM_NT_PORT``, ``--nt-port``), so another simulator running beside
+it (on 5810) is never the one asked.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import free_port
+
+import constants
+from bcnp.host.robotmode import mode_line
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def send(port: int, nt_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bcnp", "send", "--port", str(port), "--nt-port", str(nt_port), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
+
+
+def test_the_line_says_why_commands_do_not_drive_and_when_they_do_again() -> None:
+    assert mode_line("10.12.34.2", "autonomous", None) is None  # driving from the start: nothing to say
+    assert mode_line("10.12.34.2", None, None) is None  # a robot without the key: nothing known
+    disabled = mode_line("10.12.34.2", "disabled", None)
+    assert disabled == (
+        "robot at 10.12.34.2 is disabled, not driving BCNP commands: "
+        "commands are queued and time out unrun; enable it in autonomous"
+    )
+    assert "the driver's controller drives" in str(mode_line("r", "teleop", True))
+    assert (
+        mode_line("r", "autonomous", False)
+        == "robot at r is now in autonomous, enabled: BCNP commands drive it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "starts"),
+    [
+        ({}, ["robotpy", "sim", "--nogui"], True),  # headless: no button to press
+        ({}, ["robotpy", "sim"], False),  # the GUI has them
+        ({"BCNP_SIM_AUTONOMOUS": "0"}, ["robotpy", "sim", "--nogui"], False),
+        ({"BCNP_SIM_AUTONOMOUS": "1"}, ["robotpy", "sim"], True),
+        ({"BCNP_SIM_AUTONOMOUS": ""}, ["robotpy", "sim", "--nogui"], True),
+    ],
+)
+def test_which_simulators_start_ready_to_be_driven(
+    env: dict[str, str], argv: list[str], starts: bool
+) -> None:
+    assert constants.sim_starts_autonomous(env, argv) is starts
+
+
+def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:
+    from benchmarks.simbot import SimRobot
+
+    nt_port = free_port()
+    with SimRobot(
+        tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": "0", "BCNP_SIM_NT_PORT": str(nt_port)}
+    ) as robot:
+        robot.start()
+        robot.wait_ticking()
+        waited = send(robot.port, nt_port, "0.5", "0", "300")
+        at_once = send(robot.port, nt_port, "--no-wait", "0.5", "0", "300")
+    line = (
+        "robot at 127.0.0.1 is disabled, not driving BCNP commands: "
+        "commands are queued and time out unrun; enable it in autonomous"
+    )
+    for result in (waited, at_once):
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines.count(line) == 1, result.stdout
+        assert lines[0].startswith("connected to 127.0.0.1:")  # and it went on: the batch was sent
+        assert any(out.startswith("sent: 1 DriveCmd") for out in lines)
+
+
+def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> None:
+    """``python -m robotpy sim --nogui`` with no BCNP_SIM_AUTONOMOUS at all, as a user
+    starts it: in autonomous, enabled; send has nothing to say."""
+    from bcnp.host.monitor import Monitor
+    from benchmarks.simbot import SimRobot
+
+    nt_port = free_port()
+    with SimRobot(
+        tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": "", "BCNP_SIM_NT_PORT": str(nt_port)}
+    ) as robot:
+        robot.start()
+        robot.wait_ticking()
+        result = send(robot.port, nt_port, "--no-wait", "0.5", "0", "300")
+        with Monitor(port=nt_port) as monitor:
+            monitor.wait_for_keys(10.0)
+            values = monitor.snapshot().values
+    assert result.returncode == 0, result.stderr
+    assert "not driving" not in result.stdout, result.stdout
+    assert values["Network/Mode"] == "autonomous" and values["Network/Enabled"] is True
