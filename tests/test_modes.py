@@ -22,9 +22,9 @@ from bcnp.host.robotmode import mode_line
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def send(port: int, nt_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+def bcnp(command: str, port: int, nt_port: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bcnp", "send", "--port", str(port), "--nt-port", str(nt_port), *args],
+        [sys.executable, "-m", "bcnp", command, "--port", str(port), "--nt-port", str(nt_port), *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -72,18 +72,21 @@ def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:
     ) as robot:
         robot.start()
         robot.wait_ticking()
-        waited = send(robot.port, nt_port, "0.5", "0", "300")
-        at_once = send(robot.port, nt_port, "--no-wait", "0.5", "0", "300")
+        waited = bcnp("send", robot.port, nt_port, "0.5", "0", "300")
+        at_once = bcnp("send", robot.port, nt_port, "--no-wait", "0.5", "0", "300")
+        path = tmp_path / "short.csv"
+        path.write_text("vx,omega,durationMs\n0.5,0,600\n0.5,0.5,600\n")
+        replayed = bcnp("replay", robot.port, nt_port, str(path))
     line = (
         "robot at 127.0.0.1 is disabled, not driving BCNP commands: "
         "commands are queued and time out unrun; enable it in autonomous"
     )
-    for result in (waited, at_once):
+    for result in (waited, at_once, replayed):
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
         assert lines.count(line) == 1, result.stdout
-        assert lines[0].startswith("connected to 127.0.0.1:")  # and it went on: the batch was sent
-        assert any(out.startswith("sent: 1 DriveCmd") for out in lines)
+        assert lines[0].startswith("connected to 127.0.0.1:")  # and it went on:
+        assert any(out.startswith(("sent: 1 DriveCmd", "done: 2 commands")) for out in lines), result.stdout
 
 
 def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> None:
@@ -98,7 +101,7 @@ def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> Non
     ) as robot:
         robot.start()
         robot.wait_ticking()
-        result = send(robot.port, nt_port, "--no-wait", "0.5", "0", "300")
+        result = bcnp("send", robot.port, nt_port, "--no-wait", "0.5", "0", "300")
         with Monitor(port=nt_port) as monitor:
             monitor.wait_for_keys(10.0)
             values = monitor.snapshot().values

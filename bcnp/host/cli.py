@@ -387,7 +387,7 @@ def _replay(args: argparse.Namespace) -> int:
         spec = telemetry_spec(schema, client.command_spec)
         if spec is None:
             raise UserError("the schema has no telemetry message type to record")
-    with _mode_watch(args, client), client as robot:
+    with _mode_watch(args, client) as watch, client as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         try:
@@ -431,6 +431,7 @@ def _replay(args: argparse.Namespace) -> int:
         if status:
             print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
             return status
+        watch.wait_known(MODE_WAIT_S)  # a path shorter than the robot's answer: still say it
         gaps = ""
         if replay.outages:
             down = sum(o.duration or 0.0 for o in replay.outages)
