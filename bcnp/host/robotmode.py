@@ -18,6 +18,7 @@ only this package) means no line.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,8 @@ MODE_KEY = "/SmartDashboard/Network/Mode"
 PEER_KEY = "/SmartDashboard/Network/Peer"
 #: The one mode in which the robot drives BCNP commands.
 DRIVING_MODE = "autonomous"
+#: No NetworkTables server answered this long after the watch started: none will soon.
+NO_SERVER_S = 0.5
 
 _WHY = {
     "disabled": "commands are queued and time out unrun; enable it in autonomous",
@@ -78,6 +81,7 @@ class ModeWatch:
         self._lock = threading.Lock()
         self._inst: Any = None
         self._subscribers: list[Any] = []
+        self._started = time.monotonic()
         try:
             import ntcore
         except ImportError:  # a host without pyntcore: nothing to ask
@@ -122,8 +126,17 @@ class ModeWatch:
 
     def wait_known(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the mode of the robot that holds this host's link
-        (and its line); False if it did not come."""
-        return self.available and self._known.wait(timeout)
+        (and its line); False if it did not come, at once when no NetworkTables server
+        answered within ``NO_SERVER_S`` of the watch's start."""
+        inst = self._inst
+        if inst is None:
+            return False
+        deadline = time.monotonic() + timeout
+        while not self._known.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            now = time.monotonic()
+            if now >= deadline or (now - self._started >= NO_SERVER_S and not inst.isConnected()):
+                return False
+        return True
 
     def close(self) -> None:
         inst = self._inst
