@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import constants
-from bcnp.host.paths import PLANNER_SUFFIXES, load_path
+from bcnp.paths import DriveLimits, is_planned, load_path
 from subsystems.local_path import LocalPath
 
 if TYPE_CHECKING:
@@ -85,11 +85,8 @@ class PathMode(Mode):
     def _load(self, file: Path) -> None:
         self.path, self.error = None, None
         try:
-            limits = None
-            if file.suffix.lower() in PLANNER_SUFFIXES:  # planned with this robot's drivetrain
-                from bcnp.host.planners import DriveLimits
-
-                limits = DriveLimits.from_constants(constants)
+            # A planner file is planned with this robot's drivetrain.
+            limits = DriveLimits.from_constants(constants) if is_planned(file) else None
             commands = load_path(file, limits)
             self.path = LocalPath(self.link, file.name, commands, lead=constants.AUTO_PATH_LEAD_S)
         except (ValueError, OSError) as exc:  # PathError is a ValueError; so is a value DriveCmd refuses

@@ -2,7 +2,7 @@
 
 Our own ``.csv`` and ``.json`` files are read when the robot starts (a file
 that cannot be played is an error logged then). A PathPlanner ``.path`` or
-Choreo ``.traj`` is planned into commands (``bcnp.host.planners``) only when
+Choreo ``.traj`` is planned into commands (``bcnp.paths``) only when
 it is needed, because the planner libraries take a good part of a second to
 import on a roboRIO: when the mode is selected while the robot is disabled
 (robot.py asks each disabled tick; that one tick runs long, with the motors
@@ -24,7 +24,7 @@ from typing import ClassVar
 
 import constants
 from autonomous import PathMode
-from bcnp.host.paths import PLANNER_SUFFIXES, SUFFIXES
+from bcnp.paths import PLANNER_SUFFIXES, SUFFIXES
 from subsystems.bcnp_link import BcnpLink
 
 __all__ = ["SUFFIXES", "PathFileMode"]

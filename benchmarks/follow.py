@@ -16,7 +16,7 @@ over UDP, open loop (:class:`~bcnp.host.replay.Replay`) and closed loop
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the
 physics model, over NetworkTables), taken relative to where the robot stood
 when the case began, against the path as the robot's limits let it drive
-(:func:`bcnp.host.planners.from_commands`). Per case: the final position
+(:func:`bcnp.paths.from_commands`). Per case: the final position
 error and the largest deviation (each true pose's distance to the nearest
 point of the path). ``--follow`` must end within 0.10 m in every case (exit
 status 1 otherwise). Writes the driven paths to ``docs/images/follow.png``.
@@ -39,10 +39,9 @@ import ntcore
 import constants
 from bcnp.host.client import Client, LinkError, ReconnectPolicy
 from bcnp.host.follow import Follower
-from bcnp.host.paths import PathCommand, load_path
-from bcnp.host.planners import DriveLimits, Trajectory, from_commands
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
+from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.field import deviation
 from benchmarks.report import write_json
 from benchmarks.simbot import SimRobot

@@ -21,7 +21,7 @@ each open loop (:class:`~bcnp.host.replay.Replay`) and, with the tracking
 loops, closed loop as well (:class:`~bcnp.host.follow.Follower`, ``replay
 --follow``) beside it. Open loop measures the robot's own loops: the host only
 streams the commands. The path each is judged against is where the robot's
-limits let it drive the commands (:func:`bcnp.host.planners.from_commands`, the
+limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
 trajectory ``--follow`` follows too).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
@@ -63,9 +63,8 @@ from pathlib import Path
 import constants
 from bcnp.host.client import Client, LinkError, ReconnectPolicy
 from bcnp.host.follow import Follower
-from bcnp.host.paths import PathCommand, load_path
-from bcnp.host.planners import DriveLimits, Trajectory, from_commands
 from bcnp.host.replay import Replay
+from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.field import deviation
 from benchmarks.follow import PAUSE_S, TAIL_S, Truth, relative
 from benchmarks.report import write_json

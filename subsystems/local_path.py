@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import wpilib
 
 from bcnp import MessageQueue
-from bcnp.host.paths import PathCommand
+from bcnp.paths import PathCommand
 from bcnp.timebase import to_us
 from messages import DriveCmd
 

@@ -3,14 +3,18 @@
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the link
   object, defaults, timebase, codegen) and the host's link state machine are
   sans-I/O: no sockets, threads, clocks or robot libraries.
-* No module of the library imports WPILib; only the host monitor talks
-  NetworkTables, and only the planners (PathPlanner, Choreo) and the
-  closed-loop follower use WPILib's math (wpimath), inside the functions that
-  need it, so importing them loads none of it.
-* The library is generic over any schema: outside ``bcnp/host`` no module
+* No module of the library imports WPILib; only the host monitor and the
+  mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
+  Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
+  functions that need it, so importing them loads none of it.
+* The library's imports form no cycle and never run back up: the core imports
+  nothing above it, ``bcnp.paths`` and ``bcnp.transport`` only the core, the
+  host anything below it; nothing in ``bcnp/`` imports the robot project.
+* The library is generic over any schema: outside ``bcnp/host`` and
+  ``bcnp/paths`` (drive commands by nature: vx, omega, durationMs) no module
   names this robot's messages or their fields.
-* The robot never imports the host tools that need sockets or the ``host``
-  extra; it reads path files with ``bcnp.host.paths`` (standard library only).
+* The robot never imports the host tools; it reads path files with
+  ``bcnp.paths`` (standard library only, the planners' libraries on demand).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplann
 #: and the follower compute with WPILib's geometry, controllers and the planners' own libraries.
 ALLOWED = {
     "bcnp/host/monitor.py": {"ntcore"},
-    "bcnp/host/planners.py": {"wpimath", "pathplannerlib", "choreo"},
+    "bcnp/host/robotmode.py": {"ntcore"},
+    "bcnp/paths/pathplanner.py": {"wpimath", "pathplannerlib"},
+    "bcnp/paths/choreo.py": {"choreo"},
     "bcnp/host/follow.py": {"wpimath"},
 }
 
@@ -96,7 +102,9 @@ def _robot_names() -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "path", sorted(p for p in LIBRARY.rglob("*.py") if "host" not in p.relative_to(LIBRARY).parts), ids=_rel
+    "path",
+    sorted(p for p in LIBRARY.rglob("*.py") if not {"host", "paths"} & set(p.relative_to(LIBRARY).parts)),
+    ids=_rel,
 )
 def test_the_library_names_none_of_this_robots_messages(path: Path) -> None:
     names = _robot_names()
@@ -117,31 +125,31 @@ def test_the_library_names_none_of_this_robots_messages(path: Path) -> None:
     assert not found, f"{_rel(path)} names this robot's messages or fields: {sorted(set(found))}"
 
 
-#: Host modules the robot must never import: sockets (the client and what uses it), or the
-#: ``host`` extra (matplotlib, rich), which is not installed on a roboRIO.
-HOST_ONLY = ("bcnp.host.client", "bcnp.host.cli", "bcnp.host.replay", "bcnp.host.plot", "bcnp.host.monitor")
+#: The ``host`` extra (matplotlib, rich), which is not installed on a roboRIO.
 HOST_EXTRA = ("matplotlib", "rich")
 
 
 def test_the_robot_never_imports_the_host_tools() -> None:
     """The robot program, its simulation and every autonomous mode (the selector imports them
-    all at robot start) load ``bcnp.host.paths`` and nothing else of the host tools."""
+    all at robot start) load ``bcnp.paths`` and nothing else of the host tools."""
     modes = sorted(p.stem for p in (ROOT / "autonomous").glob("*.py") if p.stem != "__init__")
     assert modes, "no autonomous modes found"
     code = (
         "import importlib, json, sys, robot, physics; "
         f"[importlib.import_module('autonomous.' + m) for m in {modes!r}]; "
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('bcnp.host') "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('bcnp.host', 'bcnp.paths')) "
         "or m.split('.')[0] in ('matplotlib', 'rich'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    forbidden = [m for m in loaded if m.startswith(HOST_ONLY) or m.split(".")[0] in HOST_EXTRA]
+    forbidden = [m for m in loaded if m.startswith("bcnp.host") or m.split(".")[0] in HOST_EXTRA]
     assert not forbidden, f"the robot imports host-only modules: {forbidden}"
-    assert "bcnp.host.paths" in loaded  # the path-file modes read their files with it
+    assert "bcnp.paths" in loaded  # the path-file modes read their files with it
 
 
-@pytest.mark.parametrize("module", ["bcnp.host.planners", "bcnp.host.follow", "bcnp.host.paths"])
+@pytest.mark.parametrize(
+    "module", ["bcnp.paths", "bcnp.paths.pathplanner", "bcnp.paths.choreo", "bcnp.host.follow"]
+)
 def test_the_planners_and_the_follower_load_wpimath_only_when_used(module: str) -> None:
     """A robot that plays only CSV paths never pays for WPILib's math or the planner libraries
     in its start-up; they are imported when a .path or .traj is read or the follower runs."""
@@ -153,13 +161,161 @@ def test_the_planners_and_the_follower_load_wpimath_only_when_used(module: str) 
     assert out.stdout.strip() == "[]"
 
 
-def test_importing_the_path_reader_loads_no_client() -> None:
-    """``bcnp.host`` imports its client lazily: ``import bcnp.host.paths`` stays socket-free,
-    while ``from bcnp.host import Client`` still works."""
-    code = (
-        "import sys, bcnp.host.paths; "
-        "print('socket' in sys.modules, 'bcnp.host.client' in sys.modules); "
-        "from bcnp.host import Client; print(Client.__module__)"
-    )
+def test_importing_the_path_reader_loads_no_socket() -> None:
+    """``import bcnp.paths`` (what the robot does) stays socket-free."""
+    code = "import sys, bcnp.paths; print('socket' in sys.modules, 'bcnp.host' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.split() == ["False", "False", "bcnp.host.client"]
+    assert out.stdout.split() == ["False", "False"]
+
+
+# -- the import graph ----------------------------------------------------------------------------
+
+#: The robot project's own modules and folders, and the project's tools: never imported by the library.
+PROJECT = {
+    "robot",
+    "physics",
+    "constants",
+    "messages",
+    "run",
+    "subsystems",
+    "autonomous",
+    "benchmarks",
+    "tests",
+    "support",
+    "conftest",
+}
+#: Each part of the library and what it may import of the library: lower layers only.
+LAYERS = {
+    "bcnp": set(),  # the core: bcnp/*.py
+    "bcnp.codegen": {"bcnp"},
+    "bcnp.transport": {"bcnp"},
+    "bcnp.paths": {"bcnp"},
+    "bcnp.host": {"bcnp", "bcnp.transport", "bcnp.paths", "bcnp.codegen"},
+    "bcnp.__main__": {"bcnp.host"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _library_imports(path: Path, modules: set[str]) -> set[str]:
+    """The library modules ``path`` imports (anywhere in it, lazily too), relative imports resolved;
+    and every other absolute import's top-level name."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            # the longest library module the target names (a name imported from a module is not one)
+            while target and target not in modules and target.split(".")[0] == "bcnp":
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = sorted(LIBRARY.rglob("*.py"))
+    modules = {_module_name(p) for p in paths}
+    return {_module_name(p): _library_imports(p, modules) for p in paths}
+
+
+def _layer(module: str) -> str:
+    if module == "bcnp.__main__":
+        return module
+    parts = module.split(".")
+    return (
+        "bcnp"
+        if len(parts) == 1 or (len(parts) == 2 and f"bcnp.{parts[1]}" not in LAYERS)
+        else ".".join(parts[:2])
+    )
+
+
+def test_nothing_in_the_library_imports_the_robot_project() -> None:
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if target.split(".")[0] in PROJECT
+    )
+    assert not upward, upward
+
+
+def test_no_library_import_runs_back_up_a_layer() -> None:
+    wrong = []
+    for module, targets in _graph().items():
+        mine = _layer(module)
+        for target in targets:
+            if not target.startswith("bcnp"):
+                continue
+            theirs = _layer(target)
+            if theirs != mine and theirs not in LAYERS[mine]:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert not wrong, wrong
+
+
+def test_the_library_imports_form_no_cycle() -> None:
+    """Tarjan's strongly connected components over every import, lazy ones included."""
+    graph = {m: {t for t in targets if t.startswith("bcnp")} for m, targets in _graph().items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_import_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    """The walk itself: relative and lazy imports are edges."""
+    modules = {"bcnp.paths.a", "bcnp.paths.b", "bcnp.host.c"}
+    a = tmp_path / "a.py"
+    a.write_text("def f():\n    from .b import x\n    from ..host import c\n    import constants\n")
+    global ROOT
+    saved = ROOT
+    try:
+        ROOT = tmp_path.parent
+        fake = tmp_path.parent / "bcnp" / "paths" / "a.py"
+        fake.parent.mkdir(parents=True, exist_ok=True)
+        fake.write_text(a.read_text())
+        assert _library_imports(fake, modules) == {"bcnp.paths.b", "bcnp.host.c", "constants"}
+    finally:
+        ROOT = saved
+    assert _layer("bcnp.paths.b") == "bcnp.paths" and _layer("bcnp.wire") == "bcnp"
+    assert _layer("bcnp.host.c") not in LAYERS["bcnp.paths"]

@@ -23,7 +23,7 @@ from test_robot import TICK, Sim, cmd, field_pose
 
 import constants
 import physics
-from bcnp.host.paths import load_path
+from bcnp.paths import load_path
 
 CHOOSER = "Autonomous Mode"
 SHIPPED = sorted(p.name for p in constants.AUTO_PATHS_DIR.iterdir() if p.suffix in (".csv", ".json"))

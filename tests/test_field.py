@@ -34,9 +34,9 @@ pytest.importorskip("wpilib", reason="robotpy is not installed")
 pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
 from bcnp.host.client import Client, LinkError
-from bcnp.host.paths import PathCommand
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay
+from bcnp.paths import PathCommand
 from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
 from messages import SCHEMA
 

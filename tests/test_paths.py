@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bcnp.host.paths import PathCommand, PathError, load_path, parse_path
 from bcnp.host.replay import Schedule, due
+from bcnp.paths import PathCommand, PathError, load_path, parse_path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "paths").iterdir())

@@ -1,4 +1,4 @@
-"""PathPlanner and Choreo paths (bcnp/host/planners.py), their replay in the simulator, the
+"""PathPlanner and Choreo paths (bcnp/paths/), their replay in the simulator, the
 autonomous modes that play them on the robot, and the closed-loop follower (bcnp/host/follow.py).
 
 The simulator tests run the real robot program through pyfrc on the kit chassis' wiring, with
@@ -25,18 +25,20 @@ import physics
 from bcnp.host import cli
 from bcnp.host.client import Client, ReconnectPolicy
 from bcnp.host.follow import Follower
-from bcnp.host.paths import PathCommand, PathError, load_path
-from bcnp.host.planners import (
+from bcnp.host.replay import Replay
+from bcnp.paths import (
     SAMPLE_S,
     DriveLimits,
+    PathCommand,
+    PathError,
+    RefState,
     Trajectory,
     from_commands,
-    load_choreo,
-    load_pathplanner,
+    load_path,
     to_commands,
 )
-from bcnp.host.reference import RefState
-from bcnp.host.replay import Replay
+from bcnp.paths.choreo import load_choreo
+from bcnp.paths.pathplanner import load_pathplanner
 
 PATHS = constants.AUTO_PATHS_DIR
 PATHPLANNER = PATHS / "s_curve.path"

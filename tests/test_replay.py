@@ -17,9 +17,9 @@ from support import FakeClock, wait_until
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
 from bcnp.host.client import Client, LinkClosedError
-from bcnp.host.paths import PathCommand, load_path
 from bcnp.host.replay import Replay, Schedule, TelemetryRecorder, telemetry_spec
 from bcnp.parser import StreamParser
+from bcnp.paths import PathCommand, load_path
 from bcnp.transport import TcpServer, TransportConfig
 from bcnp.wire import encode_packet
 

@@ -6,59 +6,31 @@
 * ``python -m bcnp`` (:mod:`bcnp.host.cli`): send, stop, replay a path file,
   monitor the robot's keys, plot a run, show a schema, a fault proxy
   (:mod:`~bcnp.host.proxy`).
-* :mod:`~bcnp.host.paths`, :mod:`~bcnp.host.replay`, :mod:`~bcnp.host.plot`,
-  :mod:`~bcnp.host.monitor`: the pieces behind those commands.
-
-Unlike the protocol library, these may know this robot's messages (DriveCmd,
-DrivetrainTelemetry).
+* :mod:`~bcnp.host.replay`, :mod:`~bcnp.host.follow`, :mod:`~bcnp.host.plot`,
+  :mod:`~bcnp.host.monitor`, :mod:`~bcnp.host.robotmode`: the pieces behind
+  those commands. Path files are :mod:`bcnp.paths`'s, shared with the robot.
 
 Every name a host program needs is importable from here (``from bcnp.host
-import Client, ReconnectPolicy, LinkDownError``), each on first use: the robot
-reads path files with :mod:`bcnp.host.paths` (standard library only), and
-importing that must not bring the client and its sockets along.
+import Client, ReconnectPolicy, LinkDownError``). The robot never imports this
+package.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .client import (
-        Client,
-        LinkClosedError,
-        LinkDownError,
-        LinkError,
-        LinkLoss,
-        LinkState,
-        LinkStatus,
-        ReconnectPolicy,
-        RobotUnreachableError,
-        SchemaMismatchError,
-    )
-    from .paths import PathCommand, PathError, load_path
-    from .replay import Outage, Progress, Replay
-
-#: Each name this package offers, and the module it lives in (imported on first use).
-_HOME = {
-    **dict.fromkeys(
-        (
-            "Client",
-            "LinkClosedError",
-            "LinkDownError",
-            "LinkError",
-            "LinkLoss",
-            "LinkState",
-            "LinkStatus",
-            "ReconnectPolicy",
-            "RobotUnreachableError",
-            "SchemaMismatchError",
-        ),
-        ".client",
-    ),
-    **dict.fromkeys(("PathCommand", "PathError", "load_path"), ".paths"),
-    **dict.fromkeys(("Outage", "Progress", "Replay"), ".replay"),
-}
+from ..paths import PathCommand, PathError, load_path
+from .client import (
+    Client,
+    LinkClosedError,
+    LinkDownError,
+    LinkError,
+    LinkLoss,
+    LinkState,
+    LinkStatus,
+    ReconnectPolicy,
+    RobotUnreachableError,
+    SchemaMismatchError,
+)
+from .replay import Outage, Progress, Replay
 
 __all__ = [
     "Client",
@@ -78,14 +50,3 @@ __all__ = [
     "SchemaMismatchError",
     "load_path",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is not None:
-        return getattr(importlib.import_module(home, __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])

@@ -17,9 +17,10 @@ from typing import Any
 
 from ..codegen.info import render_info
 from ..defaults import KITBOT_TRACK_WIDTH_M, NT_PORT, PORT
-from ..schema import Message, Schema, SchemaError, load_schema
+from ..paths import DriveLimits, PathCommand, PathError, is_planned, load_path, load_trajectory, to_commands
+from ..schema import Message, Schema
+from . import project
 from .client import Client, LinkError, ReconnectPolicy
-from .paths import PLANNER_SUFFIXES, PathCommand, PathError, load_path
 from .proxy import add_proxy_parser, run_proxy
 from .replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
 from .robotmode import ModeWatch
@@ -94,19 +95,11 @@ class UserError(Exception):
 
 
 def _schema(path: str | None) -> Schema:
-    if path is None:
-        # This robot's messages, generated from schema/messages.json (the project's messages.py).
-        from messages import SCHEMA
-
-        return SCHEMA
-    if not Path(path).is_file():
-        raise UserError(f"{path}: no such schema file")
+    """``--schema``, else the project's ``[tool.bcnp]`` schema, else an installed one (project.py)."""
     try:
-        return load_schema(Path(path))
-    except SchemaError as exc:  # names the file and every problem
+        return project.schema(path, project.find_project())
+    except project.ProjectError as exc:
         raise UserError(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: {exc}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -328,47 +321,32 @@ def _write_telemetry(recorder: TelemetryRecorder, path: Path) -> None:
     print(f"telemetry: {rows} rows written to {path}")
 
 
-def _drive_limits() -> Any:
-    """This project's drivetrain (constants.py in the working folder), else the kit chassis."""
-    from .planners import DriveLimits
-
+def _drive_limits() -> DriveLimits:
+    """The project's drivetrain (``[tool.bcnp] limits``), else the kit chassis."""
     try:
-        import constants  # the robot project's own, when run from its folder
-    except Exception:
-        return DriveLimits()
-    return DriveLimits.from_constants(constants)
-
-
-def _trajectory(path_file: str, settings: str | None, limits: Any) -> Any:
-    from .planners import from_commands, load_pathplanner, load_trajectory
-
-    suffix = Path(path_file).suffix.lower()
-    if suffix == ".path" and settings is not None:
-        return load_pathplanner(path_file, limits, settings=settings)
-    if suffix in PLANNER_SUFFIXES:
-        return load_trajectory(path_file, limits)
-    return from_commands(load_path(path_file), limits, Path(path_file).stem)
+        return project.limits(project.find_project())
+    except project.ProjectError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _replay(args: argparse.Namespace) -> int:
     schema = _schema(args.schema)
     if (args.lead is not None and args.lead <= 0) or args.max_ahead < 1:
         raise UserError("--lead must be > 0 seconds and --max-ahead at least 1")
-    planned = Path(args.path_file).suffix.lower() in PLANNER_SUFFIXES
+    planned = is_planned(args.path_file)
     if args.settings is not None and Path(args.path_file).suffix.lower() != ".path":
         raise UserError("--settings applies to a PathPlanner .path only")
     trajectory = None
+    limits = DriveLimits()
     try:
         if planned or args.follow:
             try:
                 limits = _drive_limits()
-                trajectory = _trajectory(args.path_file, args.settings, limits)
+                trajectory = load_trajectory(args.path_file, limits, settings=args.settings)
             except ImportError as exc:
                 raise UserError(
                     f"{args.path_file}: needs the host tools' extra ({HOST_EXTRA}): {exc}"
                 ) from None
-            from .planners import to_commands
-
             commands = to_commands(trajectory) if planned else load_path(args.path_file)
         else:
             commands = load_path(args.path_file)
@@ -443,9 +421,8 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: Any) -> int:
+def _follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: DriveLimits) -> int:
     from .follow import Follower
-    from .planners import to_commands
 
     telemetry_out = Path(args.telemetry) if args.telemetry else None
     if telemetry_out is not None and not telemetry_out.parent.is_dir():

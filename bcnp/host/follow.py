@@ -41,10 +41,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..paths import DriveLimits, Trajectory
 from ..schema import Message
 from ..wire import PacketView
 from .client import Client, LinkClosedError, LinkDownError
-from .planners import DriveLimits, Trajectory
 from .replay import Outage, TelemetryRecorder
 
 __all__ = ["FollowResult", "Follower"]

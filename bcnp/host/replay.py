@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 
+from ..paths import PathCommand
 from ..schema import Message, MessageSpec, Schema
 from ..wire import PacketView
 from .client import STAMP_FIELD, Client, LinkClosedError, LinkDownError, LinkStatus
-from .paths import PathCommand
 
 __all__ = [
     "LEAD_S",

@@ -1,4 +1,4 @@
-"""Path files: a list of timed drive commands (vx m/s, omega rad/s, durationMs) in CSV or JSON.
+"""Command files: a list of timed drive commands (vx m/s, omega rad/s, durationMs) in CSV or JSON.
 
 CSV: one command per line, ``vx,omega,durationMs``. Blank lines and lines
 starting with ``#`` are ignored; a first line of names (``vx,omega,durationMs``)
@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "COMMAND_SUFFIXES",
     "MAX_DURATION_MS",
-    "PLANNER_SUFFIXES",
-    "SUFFIXES",
     "PathCommand",
     "PathError",
-    "load_path",
     "parse_path",
+    "read_commands",
+    "read_json",
 ]
 
 #: ``durationMs`` is a uint16 on the wire.
@@ -43,10 +43,8 @@ MAX_DURATION_MS = 65_535
 _MAX_ABS_VALUE = (2**31 - 1) / 10_000
 
 _NAMES = ("vx", "omega", "durationms")
-#: Planner files, read by bcnp.host.planners: PathPlanner paths and Choreo trajectories.
-PLANNER_SUFFIXES = (".path", ".traj")
-#: Every path file suffix load_path reads.
-SUFFIXES = (".csv", ".json", *PLANNER_SUFFIXES)
+#: The command files this module reads.
+COMMAND_SUFFIXES = (".csv", ".json")
 
 
 class PathError(ValueError):
@@ -169,21 +167,10 @@ def parse_path(text: str, file: str = "<path>", *, json_format: bool | None = No
     return commands
 
 
-def load_path(path: str | Path, limits: Any = None) -> list[PathCommand]:
-    """Commands from a path file; raises :class:`PathError`. ``.csv`` and ``.json`` are read
-    here; a PathPlanner ``.path`` or Choreo ``.traj`` is planned into 20 ms commands by
-    :mod:`bcnp.host.planners` (imported only then), with ``limits`` (a
-    :class:`~bcnp.host.planners.DriveLimits`) for a PathPlanner project without settings."""
+def read_commands(path: str | Path) -> list[PathCommand]:
+    """Commands from a CSV or JSON command file (JSON for ``.json``, or text starting with
+    ``[``); raises :class:`PathError`."""
     file = str(path)
-    if Path(path).suffix.lower() in PLANNER_SUFFIXES:
-        from .planners import load_trajectory, to_commands
-
-        try:
-            return to_commands(load_trajectory(path, limits))
-        except PathError:
-            raise
-        except ValueError as exc:
-            raise PathError(file, None, str(exc)) from None
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
@@ -196,3 +183,20 @@ def load_path(path: str | Path, limits: Any = None) -> list[PathCommand]:
         raise PathError(file, raw.count(b"\n", 0, exc.start) + 1, "not UTF-8 text") from None
     suffix = Path(path).suffix.lower()
     return parse_path(text, file, json_format=True if suffix == ".json" else None)
+
+
+def read_json(file: Path) -> tuple[str, Any]:
+    """The text and the JSON document of a planner file; raises :class:`PathError`."""
+    name = str(file)
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise PathError(name, None, "no such file") from None
+    except OSError as exc:
+        raise PathError(name, None, exc.strerror or str(exc)) from None
+    except UnicodeDecodeError:
+        raise PathError(name, None, "not UTF-8 text") from None
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PathError(name, exc.lineno, f"invalid JSON: {exc.msg}") from None
