@@ -228,6 +228,23 @@ def _move_nt_server(port: str) -> None:
     inst.startServer(str(SIM_DIR / "networktables.json"), "", 0, int(port))
 
 
+#: The simulator starts with this autonomous mode chosen (its name on the dashboard's chooser,
+#: "Path: square.csv"), as a driver would pick it before a match; unset: the default mode.
+AUTO_MODE_ENV = "BCNP_SIM_AUTO_MODE"
+
+
+def _select_autonomous_mode(name: str) -> ntcore.StringPublisher | None:
+    """Picks ``name`` on the "Autonomous Mode" chooser, as a dashboard does, before the first
+    tick; the publisher is kept, so the choice stays."""
+    if not name.strip():
+        return None
+    topic = ntcore.NetworkTableInstance.getDefault().getStringTopic("/SmartDashboard/Autonomous Mode/selected")
+    publisher = topic.publish()
+    publisher.set(name.strip())
+    wpilib.SmartDashboard.updateValues()  # the chooser takes it now, before autonomous starts
+    return publisher
+
+
 class GyroSim:
     """The robot's gyro as the physics turns it: an analog gyro counts clockwise in degrees, the
     ADIS16470 IMU counter-clockwise. From ``fail_s`` seconds of simulated time on (None: never),
@@ -352,6 +369,7 @@ class PhysicsEngine:
         _move_nt_persistence_out_of_the_project()
         _move_nt_server(os.environ.get(NT_PORT_ENV, ""))
 
+        self._auto_mode = _select_autonomous_mode(os.environ.get(AUTO_MODE_ENV, ""))
         if constants.sim_starts_autonomous(os.environ, sys.argv):
             sim.DriverStationSim.setDsAttached(True)
             sim.DriverStationSim.setAutonomous(True)

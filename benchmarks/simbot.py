@@ -139,7 +139,8 @@ class SimRobot:
     ``log_dir`` gets the robot's ``.wpilog`` files (one per start) and its console
     output (``robot-output-N.txt``, N counting starts); give each SimRobot its own.
     ``env`` is added to this process's environment for the robot, last (it may
-    override ``BCNP_*``).
+    override ``BCNP_*``; a value of ``None`` removes the variable). ``python`` and
+    ``project`` run another interpreter or a copy of the project (an upload set).
     """
 
     def __init__(
@@ -148,9 +149,14 @@ class SimRobot:
         port: int = 0,
         *,
         drivetrain: str = "kitbot",
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
+        python: str | None = None,
+        project: Path | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        #: The interpreter that runs the robot (default: this one) and the project folder it runs.
+        self.python = python or sys.executable
+        self.project = Path(project) if project is not None else ROOT
         self.port = port or free_port()
         self.drivetrain = drivetrain
         self.extra_env = dict(env or {})
@@ -171,7 +177,7 @@ class SimRobot:
         import run  # the project's run.py: how `python run.py sim` starts the sim
 
         args = ["--nogui"]
-        cwd, command = run.sim_command(ROOT, sys.executable, args)
+        cwd, command = run.sim_command(self.project, self.python, args)
         env = run.sim_environment(args, dict(os.environ))
         env.update(
             {
@@ -182,7 +188,11 @@ class SimRobot:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        env.update(self.extra_env)
+        for name, value in self.extra_env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         return cwd, command, env
 
     @property
