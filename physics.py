@@ -238,7 +238,9 @@ def _select_autonomous_mode(name: str) -> ntcore.StringPublisher | None:
     tick; the publisher is kept, so the choice stays."""
     if not name.strip():
         return None
-    topic = ntcore.NetworkTableInstance.getDefault().getStringTopic("/SmartDashboard/Autonomous Mode/selected")
+    topic = ntcore.NetworkTableInstance.getDefault().getStringTopic(
+        "/SmartDashboard/Autonomous Mode/selected"
+    )
     publisher = topic.publish()
     publisher.set(name.strip())
     wpilib.SmartDashboard.updateValues()  # the chooser takes it now, before autonomous starts

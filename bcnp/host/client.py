@@ -56,7 +56,7 @@ from ..connection import (
 )
 from ..defaults import PORT, START_SIM, UDP_HANDSHAKE_RETRY_S
 from ..schema import Message, MessageSpec, Schema
-from ..transport.base import format_address
+from ..transport.netio import format_address
 from ..wire import (
     CLEAR_QUEUE,
     HANDSHAKE_SIZE,

@@ -54,6 +54,7 @@ from ipaddress import ip_address
 from typing import Any, Literal
 
 from ..defaults import PORT
+from ..transport.netio import Waker, format_address
 
 __all__ = [
     "Event",
@@ -236,11 +237,6 @@ def _plain(faults: Faults) -> Faults:
     return Faults(**{f.name: getattr(faults, f.name) for f in fields(Faults)})
 
 
-def _address_text(address: Address) -> str:
-    host = str(address[0])
-    return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
-
-
 def _resolve(host: str, port: int, kind: int, passive: bool = False) -> tuple[int, Address]:
     try:
         info = socket.getaddrinfo(host, port, type=kind, flags=socket.AI_PASSIVE if passive else 0)
@@ -263,7 +259,7 @@ def _bound(kind: int, host: str, port: int) -> socket.socket:
         sock.close()
         protocol = "tcp" if kind == socket.SOCK_STREAM else "udp"
         raise OSError(
-            f"cannot listen on {_address_text((host, port))} ({protocol}): {exc.strerror or exc}"
+            f"cannot listen on {format_address((host, port))} ({protocol}): {exc.strerror or exc}"
         ) from None
     sock.setblocking(False)
     return sock
@@ -327,7 +323,7 @@ class Proxy:
         self._sel: selectors.BaseSelector | None = None
         self._tcp: socket.socket | None = None
         self._udp: socket.socket | None = None
-        self._waker: tuple[socket.socket, socket.socket] | None = None
+        self._waker: Waker | None = None
         self._target_tcp: tuple[int, Address] = (0, ())
         self._target_udp: tuple[int, Address] = (0, ())
         self._thread: threading.Thread | None = None
@@ -375,8 +371,7 @@ class Proxy:
     def wake(self) -> None:
         """Make the thread look at the clock now (an injected clock moved)."""
         if self._waker is not None:
-            with contextlib.suppress(OSError):
-                self._waker[1].send(b"\0")
+            self._waker.wake()
 
     def partition(self, seconds: float | None = None) -> None:
         """Cut the link now, for ``seconds`` or until :meth:`heal`."""
@@ -418,10 +413,8 @@ class Proxy:
         self._target_tcp = _resolve(*self.target, socket.SOCK_STREAM)
         self._target_udp = _resolve(*self.target, socket.SOCK_DGRAM)
         self._sel = selectors.DefaultSelector()
-        self._waker = socket.socketpair()
-        for s in self._waker:
-            s.setblocking(False)
-        self._sel.register(self._waker[0], _READ, ("waker", self._waker[0]))
+        self._waker = Waker()
+        self._sel.register(self._waker.reader, _READ, ("waker", self._waker))
         if self._protocols[0]:
             self._tcp = _bound(socket.SOCK_STREAM, host, port)
             self.tcp_port = self._tcp.getsockname()[1]
@@ -437,7 +430,7 @@ class Proxy:
         if target_port in (self.tcp_port, self.udp_port) and (
             ip_address(target_host).is_loopback or target_host == self._bound_host()
         ):
-            raise OSError(f"the target {_address_text(self.target)} is this proxy: give another port")
+            raise OSError(f"the target {format_address(self.target)} is this proxy: give another port")
 
     def _bound_host(self) -> str:
         sock = self._tcp or self._udp
@@ -493,9 +486,7 @@ class Proxy:
     def _handle(self, key: selectors.SelectorKey, mask: int, now: float) -> None:
         kind, obj = key.data
         if kind == "waker":
-            with contextlib.suppress(OSError):
-                while obj.recv(4096):
-                    pass
+            obj.drain()
         elif kind == "accept":
             self._accept()
         elif kind == "udp":
@@ -646,7 +637,7 @@ class Proxy:
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Conn(client, _address_text(address))
+            conn = _Conn(client, format_address(address))
             self._conns.add(conn)
             self._counters.tcp_accepted += 1
             self._counters.tcp_open = len(self._conns)
@@ -680,7 +671,7 @@ class Proxy:
 
     def _refused(self, conn: _Conn, error: int) -> None:
         self._counters.upstream_refused += 1
-        target = _address_text(self.target)
+        target = format_address(self.target)
         self._abort(conn, f"upstream {target}: {os.strerror(error)}; client reset")
 
     def _read(self, conn: _Conn, pipe: _Pipe, now: float) -> None:
@@ -829,14 +820,14 @@ class Proxy:
         except OSError as exc:
             sock.close()
             self._counters.udp_dropped += 1
-            self._event(f"udp {_address_text(address)}: cannot reach the target ({exc.strerror or exc})")
+            self._event(f"udp {format_address(address)}: cannot reach the target ({exc.strerror or exc})")
             return None
         peer = self._udp_peers[address] = _UdpPeer(address, sock, now)
         self._sel.register(sock, _READ, ("udp-peer", peer))
         self._counters.udp_clients = len(self._udp_peers)
         port = sock.getsockname()[1]
         self._event(
-            f"udp {_address_text(address)} new client, upstream port {port} ({len(self._udp_peers)} clients)"
+            f"udp {format_address(address)} new client, upstream port {port} ({len(self._udp_peers)} clients)"
         )
         return peer
 
@@ -874,9 +865,15 @@ class Proxy:
         self._held.clear()
         self._awaiting.clear()
         self._counters.bytes_held = 0
-        for sock in (self._tcp, self._udp, *(self._waker or ())):
+        for sock in (self._tcp, self._udp):
             if sock is not None:
                 self._discard(sock)
+        if self._waker is not None:
+            if self._sel is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._sel.unregister(self._waker.reader)
+            self._waker.close()
+            self._waker = None
         if self._sel is not None:
             self._sel.close()
             self._sel = None
@@ -1080,9 +1077,9 @@ def run_proxy(args: argparse.Namespace) -> int:
             return 1
         ports = {p for p in (proxy.tcp_port, proxy.udp_port) if p}
         kinds = " and ".join(k for k, on in (("tcp", tcp), ("udp", udp)) if on)
-        where = ", ".join(_address_text((args.listen[0], p)) for p in sorted(ports))
+        where = ", ".join(format_address((args.listen[0], p)) for p in sorted(ports))
         print(
-            f"listening on {where} ({kinds}), forwarding to {_address_text(args.to)}; "
+            f"listening on {where} ({kinds}), forwarding to {format_address(args.to)}; "
             f"faults: {faults.describe()}; seed {seed}",
             flush=True,
         )

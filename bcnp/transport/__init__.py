@@ -16,8 +16,10 @@
 """
 
 from ..defaults import PORT as DEFAULT_PORT
-from .base import Clock, ControllerSlot, LoopPriority, PacketSink, format_address
+from .base import Clock, ControllerSlot, PacketSink
 from .config import COUNTER_NAMES, TransportConfig, TransportCounters, TransportStatus
+from .netio import Waker, format_address
+from .priority import LoopPriority
 from .shared_queue import SharedQueue
 from .tcp import TcpServer
 from .udp import MAX_DATAGRAM, UdpServer
@@ -41,5 +43,6 @@ __all__ = [
     "TransportStatus",
     "UdpServer",
     "WARNING_LOGGERS",
+    "Waker",
     "format_address",
 ]

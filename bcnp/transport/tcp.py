@@ -25,7 +25,8 @@ from collections import deque
 from typing import Any
 
 from ..connection import Connection, HandshakeRejected, IdleTimeout, LinkLost
-from .base import ServerBase, Waker, ending, format_address, log
+from .base import ServerBase, ending, log
+from .netio import Waker, format_address
 
 __all__ = ["TcpServer"]
 

@@ -27,7 +27,8 @@ from collections import deque
 
 from ..connection import MAX_DATAGRAM, HandshakeRejected, IdleTimeout, LinkLost, is_handshake_datagram
 from ..wire import encode_handshake
-from .base import ServerBase, Waker, ending, format_address, log
+from .base import ServerBase, ending, log
+from .netio import Waker, format_address
 
 __all__ = ["MAX_DATAGRAM", "UdpServer"]
 
