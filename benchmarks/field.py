@@ -60,8 +60,9 @@ from typing import Any
 
 from bcnp.defaults import KITBOT_TRACK_WIDTH_M, LINK_TIMEOUT_S
 from bcnp.host.client import Client, LinkError, ReconnectPolicy
+from bcnp.host.faults import Faults
 from bcnp.host.plot import odometry
-from bcnp.host.proxy import Faults, Proxy
+from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
 from bcnp.paths import PathCommand, load_path
 from benchmarks.report import write_json

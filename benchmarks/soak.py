@@ -74,7 +74,8 @@ from typing import Any, TextIO
 
 from bcnp.defaults import LINK_TIMEOUT_S
 from bcnp.host.client import Client, LinkClosedError, LinkError, LinkStatus, ReconnectPolicy
-from bcnp.host.proxy import Faults, Proxy
+from bcnp.host.faults import Faults
+from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay
 from bcnp.paths import PathCommand, load_path
 from benchmarks.field import FIELD, Plan, judge, late, tag_paths

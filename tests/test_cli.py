@@ -192,15 +192,15 @@ def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
     assert last.count == 0 and last.clear_queue  # the stop: a zero-message CLEAR_QUEUE
 
 
-def test_replay_progress_bar() -> None:
-    from bcnp.host.cli import _progress_bar
+def test_replayprogress_bar() -> None:
+    from bcnp.host.cli.replay import progress_bar
     from bcnp.host.replay import Progress
 
     halfway = Progress(elapsed=6.3, total=12.6, sent=130, commands=252, packets=120, telemetry_rows=300)
-    bar = _progress_bar(halfway)
+    bar = progress_bar(halfway)
     assert bar.startswith("[" + "#" * 15 + "-" * 15 + "]") and " 50% " in bar
     assert "6.3/12.6 s" in bar and "sent 130/252" in bar and "telemetry 300" in bar
-    assert "100%" in _progress_bar(Progress(20.0, 12.6, 252, 252, 232, 0))  # capped after the end
+    assert "100%" in progress_bar(Progress(20.0, 12.6, 252, 252, 232, 0))  # capped after the end
 
 
 def test_an_unwritable_telemetry_file_is_one_error_line(

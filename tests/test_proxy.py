@@ -32,18 +32,11 @@ from support import (
     wait_until,
 )
 
-from bcnp.host.proxy import (
-    Faults,
-    Partition,
-    Proxy,
-    Reset,
-    SetFaults,
-    add_proxy_parser,
-    parse_duration,
-    parse_probability,
-    parse_rate,
-    run_proxy,
-)
+from bcnp.host.cli.proxy import add_parser as add_proxy_parser
+from bcnp.host.cli.proxy import parse_duration, parse_probability, parse_rate
+from bcnp.host.cli.proxy import run as run_proxy
+from bcnp.host.faults import Faults, Partition, Reset, SetFaults
+from bcnp.host.proxy import Proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = "127.0.0.1"
@@ -745,9 +738,9 @@ def test_ctrl_c_prints_the_counters_and_exits_0(server: socket.socket) -> None:
     # put Python's own Ctrl-C handler back, as a terminal has it.
     code = (
         "import argparse, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "from bcnp.host.proxy import add_proxy_parser, run_proxy\n"
-        "p = argparse.ArgumentParser(); add_proxy_parser(p.add_subparsers())\n"
-        "sys.exit(run_proxy(p.parse_args(sys.argv[1:])))"
+        "from bcnp.host.cli import proxy\n"
+        "p = argparse.ArgumentParser(); proxy.add_parser(p.add_subparsers())\n"
+        "sys.exit(proxy.run(p.parse_args(sys.argv[1:])))"
     )
     args = ["proxy", "--listen", str(port), "--to", f"{LOCAL}:{port_of(server)}", "--tcp-only"]
     proc = subprocess.Popen(

@@ -27,13 +27,12 @@ direction has its own :class:`Faults`.
   the bytes before it (payload bytes; TCP and UDP of one direction share it).
 
 One background thread serves everything: a selector for the sockets and a heap
-of scheduled deliveries. ``python -m bcnp proxy`` is its command line
-(:func:`add_proxy_parser`, :func:`run_proxy`).
+of scheduled deliveries. The fault model is :mod:`bcnp.host.faults`;
+``python -m bcnp proxy`` is its command line (:mod:`bcnp.host.cli.proxy`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import heapq
@@ -41,20 +40,18 @@ import itertools
 import math
 import os
 import random
-import re
 import selectors
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from ipaddress import ip_address
 from typing import Any, Literal
 
-from ..defaults import PORT
 from ..transport.netio import Waker, format_address
+from .faults import Event, Faults, Heal, Partition, Reset, SetFaults, plain
 
 __all__ = [
     "Event",
@@ -65,11 +62,6 @@ __all__ = [
     "ProxyCounters",
     "Reset",
     "SetFaults",
-    "add_proxy_parser",
-    "parse_duration",
-    "parse_probability",
-    "parse_rate",
-    "run_proxy",
 ]
 
 Direction = Literal["up", "down"]
@@ -84,74 +76,6 @@ _UDP_BURST = 64
 _CONNECTING = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, 10035}
 _LINGER_RST = struct.pack("HH" if os.name == "nt" else "ii", 1, 0)
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-
-
-@dataclass(frozen=True)
-class Faults:
-    """The faults of one direction: seconds, bits per second, probabilities 0..1."""
-
-    latency: float = 0.0  # delay added to every chunk or datagram
-    jitter: float = 0.0  # plus or minus this, uniform, drawn per chunk or datagram
-    bandwidth: float | None = None  # bits/s of payload; None: unlimited
-    loss: float = 0.0  # UDP: a datagram is dropped
-    duplicate: float = 0.0  # UDP: a datagram is delivered twice
-    reorder: float = 0.0  # UDP: a datagram is held back by reorder_delay, so the next overtakes it
-    reorder_delay: float = 0.005
-
-    def __post_init__(self) -> None:
-        for name in ("latency", "jitter", "reorder_delay"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be >= 0 seconds, got {value}")
-        if self.bandwidth is not None and not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"bandwidth must be > 0 bits/s (or None), got {self.bandwidth}")
-        for name in ("loss", "duplicate", "reorder"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be a probability from 0 to 1, got {getattr(self, name)}")
-
-    def describe(self) -> str:
-        """One line for people: ``"latency 5 ms ± 3 ms, bandwidth 7 Mbit/s, loss 1%"``."""
-        parts = []
-        if self.latency or self.jitter:
-            jitter = f" ± {self.jitter * 1e3:g} ms" if self.jitter else ""
-            parts.append(f"latency {self.latency * 1e3:g} ms{jitter}")
-        if self.bandwidth is not None:
-            parts.append(f"bandwidth {self.bandwidth / 1e6:g} Mbit/s")
-        for name in ("loss", "duplicate", "reorder"):
-            if getattr(self, name):
-                parts.append(f"{name} {getattr(self, name) * 100:g}%")
-        return ", ".join(parts) or "none"
-
-
-@dataclass(frozen=True)
-class Partition:
-    """Cut the link for ``seconds``, or until :class:`Heal` when ``None``."""
-
-    seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.seconds is not None and not self.seconds >= 0:
-            raise ValueError(f"a partition lasts >= 0 seconds (or None: until healed), got {self.seconds}")
-
-
-@dataclass(frozen=True)
-class Heal:
-    """End a partition: held bytes are delivered at once, in order."""
-
-
-@dataclass(frozen=True)
-class Reset:
-    """Abort every TCP connection on both sides (RST), drop held data, forget the UDP clients."""
-
-
-@dataclass(frozen=True)
-class SetFaults(Faults):
-    """Replace the faults of ``direction`` with these (fields left out: no fault)."""
-
-    direction: Literal["both", "up", "down"] = "both"
-
-
-Event = Partition | Heal | Reset | SetFaults
 
 
 @dataclass(slots=True)
@@ -230,11 +154,6 @@ class _Datagram:
     peer: _UdpPeer
     direction: Direction
     data: bytes
-
-
-def _plain(faults: Faults) -> Faults:
-    """The :class:`Faults` part of a :class:`SetFaults`."""
-    return Faults(**{f.name: getattr(faults, f.name) for f in fields(Faults)})
 
 
 def _resolve(host: str, port: int, kind: int, passive: bool = False) -> tuple[int, Address]:
@@ -385,7 +304,7 @@ class Proxy:
 
     def set_faults(self, faults: Faults, direction: Literal["both", "up", "down"] = "both") -> None:
         """Faults for what arrives from now on (what is scheduled keeps its time)."""
-        self.apply(SetFaults(**vars(_plain(faults)), direction=direction))
+        self.apply(SetFaults(**vars(plain(faults)), direction=direction))
 
     def apply(self, event: Event) -> None:
         """Apply one event now; it has taken effect when this returns."""
@@ -516,7 +435,7 @@ class Proxy:
                 ("up", "down") if event.direction == "both" else (event.direction,)
             )
             for d in directions:
-                self._faults[d] = _plain(event)
+                self._faults[d] = plain(event)
             self._event(f"faults {event.direction}: {event.describe()}")
 
     # -- partitions and resets ------------------------------------------------------
@@ -877,223 +796,3 @@ class Proxy:
         if self._sel is not None:
             self._sel.close()
             self._sel = None
-
-
-# -- the command line ---------------------------------------------------------------
-
-EPILOG_PROXY = f"""examples:
-  python -m bcnp proxy --to 10.12.34.2:{PORT} --latency 20ms --jitter 5ms
-  python -m bcnp proxy --listen 5900 --bandwidth 7M --loss 1% --reorder 1% --udp-only
-  python -m bcnp proxy --drop-at 10s:1s --drop-at 30s:3s --reset-at 20s --seed 1
-  python -m bcnp send --port 5900 1.0 0 2000       then drive through it, from a second terminal
-
-Listens on 127.0.0.1:5900 (TCP and UDP) and forwards to --to (default the
-simulator, 127.0.0.1:{PORT}). --latency, --jitter and --bandwidth apply to each
-direction: 20ms adds 40 ms to a round trip. --drop-at AT:FOR cuts the link at AT
-for FOR: TCP bytes are held and delivered at the end, as retransmission does
-after a radio fade; UDP datagrams are lost (--udp-hold: held too). --reset-at
-aborts every connection. Times count from the start. Units: 5ms, 0.005 (s), 300us;
-rates in bits/s: 7M, 7Mbit, 500k; probabilities: 1% or 0.01. Ctrl-C prints the
-counters.
-"""
-
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-_RATE_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``"5ms"``, ``"0.005"``, ``"2s"``, ``"300us"``; never negative."""
-    match = re.fullmatch(rf"\s*({_NUMBER})\s*(\S*)\s*", text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 5ms, 0.005, 2s)")
-    if match[2] not in _DURATION_UNITS:
-        raise argparse.ArgumentTypeError(f"{text!r}: unknown unit {match[2]!r} (use s, ms or us)")
-    value = float(match[1]) * _DURATION_UNITS[match[2]]
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r}: too long")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a duration cannot be negative")
-    return value
-
-
-def parse_rate(text: str) -> float:
-    """Bits per second from ``"7M"``, ``"7Mbit"``, ``"7Mbit/s"``, ``"500k"``, ``"7000000"``; > 0."""
-    match = re.fullmatch(rf"\s*({_NUMBER})\s*([kKMG]?)(bit/s|bits|bit|bps|b)?\s*", text)
-    if match is None:
-        hint = " (bytes? give bits per second)" if "B" in text else ""
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in bits/s (e.g. 7M, 7Mbit, 500k){hint}")
-    value = float(match[1]) * _RATE_PREFIXES[match[2]]
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: the bandwidth must be more than 0")
-    return value
-
-
-def parse_probability(text: str) -> float:
-    """0..1 from ``"1%"`` or ``"0.01"``."""
-    raw = text.strip()
-    percent = raw.endswith("%")
-    try:
-        value = float(raw[:-1] if percent else raw) / (100 if percent else 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a probability (e.g. 1% or 0.01)") from None
-    if not 0 <= value <= 1:
-        hint = f" (for percent write {raw}%)" if not percent and 1 < value <= 100 else ""
-        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1 (0% and 100%){hint}")
-    return value
-
-
-def _parse_address(text: str, default_host: str | None, lowest_port: int) -> tuple[str, int]:
-    host, colon, port = text.strip().rpartition(":")
-    if not colon and default_host is not None:
-        host, port = default_host, text.strip()
-    host = host.strip("[]")
-    example = "5900 or 127.0.0.1:5900" if default_host else f"10.12.34.2:{PORT}"
-    if not host or not port.isdigit() or not lowest_port <= int(port) <= 0xFFFF:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not {'[HOST:]' if default_host else 'HOST:'}PORT "
-            f"(e.g. {example}; port {lowest_port} to 65535)"
-        )
-    return host, int(port)
-
-
-def _target(text: str) -> tuple[str, int]:
-    return _parse_address(text, None, 1)
-
-
-def _listen(text: str) -> tuple[str, int]:
-    return _parse_address(text, "127.0.0.1", 0)
-
-
-def _drop(text: str) -> tuple[float, float]:
-    at, colon, length = text.partition(":")
-    if not colon:
-        raise argparse.ArgumentTypeError(f"{text!r} is not AT:FOR (e.g. 10s:1s: at 10 s, for 1 s)")
-    seconds = parse_duration(length)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a link drop must last more than 0 s")
-    return parse_duration(at), seconds
-
-
-def add_proxy_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add the ``proxy`` subcommand to ``sub``; :func:`run_proxy` runs it."""
-    p = sub.add_parser(
-        "proxy",
-        help="forward to the robot through a bad network: latency, loss, link drops, resets",
-        epilog=EPILOG_PROXY,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--listen",
-        type=_listen,
-        default=("127.0.0.1", 5900),
-        metavar="[HOST:]PORT",
-        help="where hosts connect (default 127.0.0.1:5900; 0.0.0.0:PORT for other machines)",
-    )
-    p.add_argument(
-        "--to",
-        type=_target,
-        default=("127.0.0.1", PORT),
-        metavar="HOST:PORT",
-        help=f"the robot (default 127.0.0.1:{PORT}, the simulator)",
-    )
-    only = p.add_mutually_exclusive_group()
-    only.add_argument("--tcp-only", action="store_true", help="forward TCP only")
-    only.add_argument("--udp-only", action="store_true", help="forward UDP only")
-    p.add_argument("--latency", type=parse_duration, default=0.0, metavar="T", help="delay, each direction")
-    p.add_argument("--jitter", type=parse_duration, default=0.0, metavar="T", help="± this, uniform")
-    p.add_argument("--bandwidth", type=parse_rate, metavar="RATE", help="bits/s each direction (field: 7M)")
-    for name, what in (("loss", "lost"), ("duplicate", "delivered twice"), ("reorder", "overtaken")):
-        p.add_argument(
-            f"--{name}",
-            type=parse_probability,
-            default=0.0,
-            metavar="P",
-            help=f"UDP: share of datagrams {what}",
-        )
-    p.add_argument(
-        "--drop-at",
-        type=_drop,
-        action="append",
-        default=[],
-        metavar="AT:FOR",
-        help="cut the link at AT for FOR (repeatable)",
-    )
-    p.add_argument(
-        "--reset-at",
-        type=parse_duration,
-        action="append",
-        default=[],
-        metavar="AT",
-        help="abort every connection at AT (repeatable)",
-    )
-    p.add_argument("--udp-hold", action="store_true", help="hold UDP during a link drop instead of dropping")
-    p.add_argument("--seed", type=int, help="seed of the random faults, to repeat a run (default: random)")
-    p.add_argument("--duration", type=parse_duration, metavar="T", help="stop after T (default: at Ctrl-C)")
-    return p
-
-
-def run_proxy(args: argparse.Namespace) -> int:
-    """Run ``proxy`` until Ctrl-C (or ``--duration``), printing each event, then its counters."""
-    try:
-        faults = Faults(
-            latency=args.latency,
-            jitter=args.jitter,
-            bandwidth=args.bandwidth,
-            loss=args.loss,
-            duplicate=args.duplicate,
-            reorder=args.reorder,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    script: list[tuple[float, Event]] = [(at, Partition(length)) for at, length in args.drop_at]
-    script += [(at, Reset()) for at in args.reset_at]
-    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
-
-    printing = threading.Lock()  # the listening line comes first, whatever happens at once
-
-    def show(t: float, message: str) -> None:
-        with printing:
-            print(f"{t:9.3f} s  {message}", flush=True)
-
-    tcp, udp = not args.udp_only, not args.tcp_only
-    proxy = Proxy(
-        args.to,
-        args.listen,
-        tcp=tcp,
-        udp=udp,
-        faults=faults,
-        udp_hold=args.udp_hold,
-        seed=seed,
-        script=script,
-        on_event=show,
-    )
-    with printing:
-        try:
-            proxy.start()
-        except OSError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        ports = {p for p in (proxy.tcp_port, proxy.udp_port) if p}
-        kinds = " and ".join(k for k, on in (("tcp", tcp), ("udp", udp)) if on)
-        where = ", ".join(format_address((args.listen[0], p)) for p in sorted(ports))
-        print(
-            f"listening on {where} ({kinds}), forwarding to {format_address(args.to)}; "
-            f"faults: {faults.describe()}; seed {seed}",
-            flush=True,
-        )
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    try:
-        while deadline is None or time.monotonic() < deadline:
-            time.sleep(0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic())))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        proxy.stop()
-    counters = proxy.counters()
-    print("counters:")
-    for f in fields(counters):
-        if f.name not in ("tcp_open", "udp_clients", "bytes_held"):
-            print(f"  {f.name:<20} {getattr(counters, f.name)}")
-    return 0

@@ -1,0 +1,49 @@
+"""``python -m bcnp``: host tools for a BCNP robot, one module per subcommand.
+
+Each of :mod:`~.info`, :mod:`~.send`, :mod:`~.replay`, :mod:`~.monitor`,
+:mod:`~.plot` and :mod:`~.proxy` has ``add_parser(sub)`` and ``run(args) -> exit
+status``; :mod:`~.common` holds what they share. User errors (robot
+unreachable, schema mismatch, bad input) print one line starting with
+``error:`` and exit with status 1 (2 for command-line misuse); never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ..client import LinkError
+from . import info, monitor, plot, proxy, replay, send
+from .common import UserError
+
+__all__ = ["main"]
+
+#: Each subcommand's module, in the order ``--help`` lists them.
+SUBCOMMANDS = {"info": info, "send": send, "replay": replay, "monitor": monitor, "proxy": proxy, "plot": plot}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="python -m bcnp",
+        description="Host tools for a robot speaking BCNP 3.2 (batched, timed drive commands).",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in SUBCOMMANDS.values():
+        module.add_parser(sub)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = SUBCOMMANDS[args.command].run
+    try:
+        return run(args)
+    except (UserError, LinkError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""``replay``: stream a path file just in time (``--follow``: closed loop on the robot's telemetry)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...paths import DriveLimits, PathError, is_planned, load_path, load_trajectory, to_commands
+from ...schema import Schema
+from ..client import Client, LinkError
+from ..replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from .common import (
+    HOST_EXTRA,
+    MODE_WAIT_S,
+    UserError,
+    command_parser,
+    drive_limits,
+    link_options,
+    mode_watch,
+    print_outage,
+    reconnect_options,
+    reconnect_policy,
+    robot_schema,
+    write_telemetry,
+)
+
+if TYPE_CHECKING:
+    from .common import Subparsers
+
+EPILOG_REPLAY = """examples:
+  python -m bcnp replay paths/figure8.csv
+  python -m bcnp replay paths/square.csv --telemetry square.csv
+  python -m bcnp replay paths/slalom.json --host 10.12.34.2 --udp
+  python -m bcnp replay paths/s_curve.path          a PathPlanner path
+  python -m bcnp replay paths/j_turn.traj --follow  a Choreo trajectory, closed loop
+
+A path file lists (vx m/s, omega rad/s, durationMs) commands, as CSV lines
+"vx,omega,durationMs" or a JSON list of [vx, omega, durationMs]. A PathPlanner
+.path is generated into a trajectory with the project's PathPlanner settings
+(or constants.py), a Choreo .traj (differential) is read as it is; either is
+sent as one command per 20 ms, merged where equal. Commands are
+streamed just in time: about --lead seconds ahead of the robot (1 s; over UDP
+0.15 s, so that a lost datagram never makes what follows run early by more),
+never more than --max-ahead commands, so the robot's 200-command queue never overflows
+and the link never times out. Ctrl-C sends a stop (CLEAR_QUEUE) first.
+
+A lost link (closed, reset, or no telemetry for --silence seconds) is
+reconnected with backoff; the path's clock keeps running, and after the
+reconnect only commands whose time has not passed are sent, the first packet
+with CLEAR_QUEUE. Each outage is printed: when the link went, when it came
+back, how many commands were dropped. --give-up-after N ends the replay
+(exit 1) after N seconds without a link.
+
+--follow closes the loop on the host: the robot's pose from the wheel
+positions in its telemetry, corrected toward the path by WPILib's LTV unicycle
+controller, re-planned 0.2 s ahead (CLEAR_QUEUE) on every telemetry packet.
+While the link is down the path's clock waits; the path ends late, not cut.
+"""
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    """The ``replay`` subcommand: stream a path file just in time."""
+    replay = command_parser(
+        sub,
+        "replay",
+        "stream a path file (CSV or JSON) just in time, optionally recording telemetry",
+        EPILOG_REPLAY,
+    )
+    replay.add_argument(
+        "path_file",
+        metavar="PATH_FILE",
+        help="CSV or JSON list of (vx, omega, durationMs), a PathPlanner .path or a Choreo .traj",
+    )
+    link_options(replay)
+    replay.add_argument("--telemetry", metavar="OUT.csv", help="record the robot's telemetry to a CSV file")
+    replay.add_argument(
+        "--lead",
+        type=float,
+        default=None,
+        help=f"seconds of commands kept ahead of the robot (default {LEAD_S:g}, over UDP {UDP_LEAD_S:g})",
+    )
+    replay.add_argument(
+        "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
+    )
+    replay.add_argument(
+        "--follow",
+        action="store_true",
+        help="closed loop: correct from the robot's wheel telemetry (LTV unicycle controller)",
+    )
+    replay.add_argument(
+        "--settings",
+        metavar="SETTINGS.json",
+        help="PathPlanner settings for a .path (default: settings.json beside it or one folder up, "
+        "else this project's constants.py)",
+    )
+    reconnect_options(replay)
+    return replay
+
+
+def run(args: argparse.Namespace) -> int:
+    schema = robot_schema(args.schema)
+    if (args.lead is not None and args.lead <= 0) or args.max_ahead < 1:
+        raise UserError("--lead must be > 0 seconds and --max-ahead at least 1")
+    planned = is_planned(args.path_file)
+    if args.settings is not None and Path(args.path_file).suffix.lower() != ".path":
+        raise UserError("--settings applies to a PathPlanner .path only")
+    trajectory = None
+    limits = DriveLimits()
+    try:
+        if planned or args.follow:
+            try:
+                limits = drive_limits()
+                trajectory = load_trajectory(args.path_file, limits, settings=args.settings)
+            except ImportError as exc:
+                raise UserError(
+                    f"{args.path_file}: needs the host tools' extra ({HOST_EXTRA}): {exc}"
+                ) from None
+            commands = to_commands(trajectory) if planned else load_path(args.path_file)
+        else:
+            commands = load_path(args.path_file)
+    except PathError as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:
+        raise UserError(f"{args.path_file}: {exc}") from None
+    if args.follow:
+        return follow(args, schema, trajectory, limits)
+    telemetry_out = Path(args.telemetry) if args.telemetry else None
+    if telemetry_out is not None and not telemetry_out.parent.is_dir():
+        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
+    recorder = None
+    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=reconnect_policy(args))
+    if telemetry_out is not None:
+        spec = telemetry_spec(schema, client.command_spec)
+        if spec is None:
+            raise UserError("the schema has no telemetry message type to record")
+    with mode_watch(args, client) as watch, client as robot:
+        transport = "udp" if args.udp else "tcp"
+        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        try:
+            replay = Replay(robot, commands, lead=args.lead, max_ahead=args.max_ahead)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"cannot build {robot.command_spec.name} commands from the path: {exc}") from None
+        if telemetry_out is not None and spec is not None:
+            recorder = TelemetryRecorder(spec, replay.schedule)
+            replay.recorder = recorder
+            robot.on_telemetry = recorder
+        total = replay.schedule.total
+        print(f"replaying {args.path_file}: {len(commands)} commands, {total:.1f} s")
+        tty = sys.stderr.isatty()
+
+        def show(p: Progress) -> None:
+            if tty:
+                line = progress_bar(p)
+                if not robot.connected:
+                    line += f"  link {robot.status().describe(robot.clock())}"
+                sys.stderr.write("\r\033[K" + line[:200])
+                sys.stderr.flush()
+
+        def outage(event: Outage) -> None:
+            if tty:
+                sys.stderr.write("\n")
+            print_outage(event)
+
+        status = 0
+        try:
+            done = replay.run(show, outage)
+        except KeyboardInterrupt:
+            with contextlib.suppress(LinkError):
+                robot.stop()
+            done = replay.progress()
+            status = 130
+        finally:
+            if tty:
+                sys.stderr.write("\n")
+            if recorder is not None and telemetry_out is not None:
+                write_telemetry(recorder, telemetry_out)
+        if status:
+            print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
+            return status
+        watch.wait_known(MODE_WAIT_S)  # a path shorter than the robot's answer: still say it
+        gaps = ""
+        if replay.outages:
+            down = sum(o.duration or 0.0 for o in replay.outages)
+            gaps = (
+                f"; {len(replay.outages)} outage(s), {down:.2f} s without a link, "
+                f"{replay.dropped} command(s) dropped"
+            )
+        print(f"done: {done.sent} commands in {done.packets} packets over {done.elapsed:.1f} s{gaps}")
+    return 0
+
+
+def follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: DriveLimits) -> int:
+    from ..follow import Follower
+
+    telemetry_out = Path(args.telemetry) if args.telemetry else None
+    if telemetry_out is not None and not telemetry_out.parent.is_dir():
+        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
+    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=reconnect_policy(args))
+    spec = telemetry_spec(schema, client.command_spec)
+    if spec is None or "leftPosition" not in spec.field_names:
+        raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
+    recorder = TelemetryRecorder(spec, Schedule(to_commands(trajectory)))
+    with mode_watch(args, client), client as robot:
+        transport = "udp" if args.udp else "tcp"
+        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        follower = Follower(robot, trajectory, limits, recorder=recorder)
+        robot.on_telemetry = follower.on_telemetry
+        print(f"following {args.path_file}: {trajectory.total:.1f} s, closed loop on the robot's telemetry")
+        status = 0
+        try:
+            result = follower.run(on_outage=print_outage)
+        except KeyboardInterrupt:
+            with contextlib.suppress(LinkError):
+                robot.stop()
+            status = 130
+        finally:
+            if telemetry_out is not None:
+                write_telemetry(recorder, telemetry_out)
+        if status:
+            print("interrupted: sent stop (CLEAR_QUEUE)")
+            return status
+        print(
+            f"done: {result.reference_time:.1f} s of path in {result.elapsed:.1f} s, "
+            f"{result.packets} packets; "
+            f"estimated end error {result.final_error:.3f} m, largest {result.max_error:.3f} m"
+            + (f"; {len(result.outages)} outage(s)" if result.outages else "")
+        )
+    return 0
+
+
+def progress_bar(p: Progress, width: int = 30) -> str:
+    fraction = min(p.elapsed / p.total, 1.0) if p.total > 0 else 1.0
+    filled = round(width * fraction)
+    bar = "#" * filled + "-" * (width - filled)
+    rows = f"  telemetry {p.telemetry_rows}" if p.telemetry_rows else ""
+    clock = f"{min(p.elapsed, p.total):5.1f}/{p.total:.1f} s"
+    return f"[{bar}] {fraction:4.0%} {clock}  sent {p.sent}/{p.commands}{rows}"
