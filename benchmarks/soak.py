@@ -77,6 +77,7 @@ from bcnp.host.client import Client, LinkClosedError, LinkError, LinkStatus, Rec
 from bcnp.host.faults import Faults
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay
+from bcnp.host.session import LinkWatch
 from bcnp.paths import PathCommand, load_path
 from benchmarks.field import FIELD, Plan, judge, late, tag_paths
 from benchmarks.simbot import SimRobot, read_command_starts
@@ -213,31 +214,31 @@ class Soak:
 # -- the host ---------------------------------------------------------------------------------------
 
 
-class _LinkWatch:
-    """A client's ``on_link_change``: records each loss and each reconnect."""
+class _LinkEvents:
+    """A client's ``on_link_change``: records each loss (dated when the robot was last heard,
+    by the sessions' own :class:`~bcnp.host.session.LinkWatch`) and each reconnect."""
 
     def __init__(self, soak: Soak, loop: int, transport: str) -> None:
         self.soak, self.loop, self.transport = soak, loop, transport
-        self.ready = True  # the callback runs only after connect() succeeded
+        self.watch = LinkWatch(generation=1)  # the first connect is not an outage
         self.closing = False
 
     def __call__(self, status: LinkStatus) -> None:
         now, mono = time.time(), time.monotonic()
         soak = self.soak
-        if status.connected:
-            if not self.ready:
-                self.ready = True
-                with soak.lock:
-                    soak.links.append(LinkEvent(now, "up", self.loop, self.transport, now))
-                soak.note(f"host: link back ({self.transport}, loop {self.loop})")
-        elif self.ready and not self.closing:
-            self.ready = False
-            loss = status.last_loss
-            heard = now - (mono - loss.at) if loss is not None else now
-            why = loss.reason if loss is not None else status.last_error
+        if self.closing:
+            return
+        went, back = self.watch.observe(status, mono, now)
+        if went is not None:
             with soak.lock:
-                soak.links.append(LinkEvent(now, "down", self.loop, self.transport, heard, why))
-            soak.note(f"host: link lost ({self.transport}, loop {self.loop}): {why}")
+                soak.links.append(
+                    LinkEvent(now, "down", self.loop, self.transport, went.lost_at, went.reason)
+                )
+            soak.note(f"host: link lost ({self.transport}, loop {self.loop}): {went.reason}")
+        if back is not None:
+            with soak.lock:
+                soak.links.append(LinkEvent(now, "up", self.loop, self.transport, now))
+            soak.note(f"host: link back ({self.transport}, loop {self.loop})")
 
 
 def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transports: Sequence[str]) -> None:
@@ -247,7 +248,7 @@ def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transpor
         transport = transports[k % len(transports)]
         variant = k % len(variants)
         run = LoopRun(k, transport, variant)
-        watch = _LinkWatch(soak, k, transport)
+        watch = _LinkEvents(soak, k, transport)
         client = Client(
             SCHEMA, "127.0.0.1", port, udp=transport == "udp", reconnect=POLICY, on_link_change=watch
         )

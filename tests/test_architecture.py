@@ -1,8 +1,9 @@
 """The layout's rules, checked on the source so they hold after whoever edits it next.
 
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the link
-  object, defaults, timebase, codegen) and the host's link state machine are
-  sans-I/O: no sockets, threads, clocks or robot libraries.
+  object, defaults, timebase, codegen), the host's link state machine, its
+  session layer (outages), the replay's schedule and the proxy's fault model
+  are sans-I/O: no sockets, threads, clocks or robot libraries.
 * No module of the library imports WPILib; only the host monitor and the
   mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
@@ -32,7 +33,7 @@ LIBRARY = ROOT / "bcnp"
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
-    + [LIBRARY / "host" / "linkstate.py"]
+    + [LIBRARY / "host" / name for name in ("linkstate.py", "session.py", "schedule.py", "faults.py")]
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
 ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplannerlib", "choreo"}

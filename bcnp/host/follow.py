@@ -42,12 +42,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..paths import DriveLimits, Trajectory
-from ..schema import Message
+from ..schema import Message, MessageSpec
 from ..wire import PacketView
-from .client import Client, LinkClosedError, LinkDownError
-from .replay import Outage, TelemetryRecorder
+from .client import Client, LinkDownError
+from .loop import drive
+from .replay import TelemetryRecorder
+from .session import LinkWatch, Outage, Send
 
-__all__ = ["FollowResult", "Follower"]
+__all__ = ["FollowResult", "FollowSession", "Follower"]
 
 #: The robot acts on a command at its next tick: on average half a tick after it arrives.
 HALF_TICK_S = 0.01
@@ -89,12 +91,14 @@ class _Sample:
     right_v: float
 
 
-class Follower:
-    """Follows ``trajectory`` on a connected :class:`Client` (see the module docs)."""
+class FollowSession:
+    """Follows ``trajectory``: the sans-I/O core of :class:`Follower` (a
+    :class:`~bcnp.host.session.Session`; see the module docs). It takes the robot's
+    telemetry with the moment it arrived (:meth:`on_telemetry`) and answers, at each
+    step, the plan to send."""
 
     def __init__(
         self,
-        client: Client,
         trajectory: Trajectory,
         limits: DriveLimits,
         *,
@@ -102,10 +106,8 @@ class Follower:
         correct_for: float = 0.04,
         settle: float = 2.0,
         tolerance: float = 0.02,
-        step: float = TICK_S,
+        command_spec: MessageSpec,
         recorder: TelemetryRecorder | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         from wpimath.controller import LTVUnicycleController
         from wpimath.geometry import Pose2d, Rotation2d
@@ -113,18 +115,14 @@ class Follower:
 
         if not correct_for <= horizon:
             raise ValueError("correct_for must not exceed horizon")
-        self.client = client
         self.trajectory = trajectory
         self.limits = limits
         self.horizon = horizon
         self.correct_for = correct_for
         self.settle = settle
         self.tolerance = tolerance
-        self.step = step
         self.recorder = recorder
-        self.clock = clock
-        self.sleep = sleep
-        self._drive = client.command_spec.message_class
+        self._drive = command_spec.message_class
         self.controller = LTVUnicycleController(correct_for, maxVelocity=max(limits.max_vx_mps * 1.5, 1.0))
         start = trajectory.start
         self._start_pose = Pose2d(start.x, start.y, Rotation2d(start.heading))
@@ -134,7 +132,6 @@ class Follower:
         self._lock = threading.Lock()
         self._pending: list[_Sample] = []
         self._last: _Sample | None = None
-        self.start: float | None = None
         self.reference_time = 0.0
         self.packets = 0
         self.max_error = 0.0
@@ -143,11 +140,17 @@ class Follower:
         self._stall_checked: int | None = None
         #: (reference time, estimated x, y) once per plan: what the follower believed.
         self.track: list[tuple[float, float, float]] = []
+        self._last_now: float | None = None  # the last step's time
+        self._clear = True  # the next plan clears the robot's queue (a new connection)
+        self._hold = False  # the reference does not advance this step (a new connection)
+        self._last_plan = -math.inf
+        self._planned_at = 0.0
+        self.done = False
 
     # -- telemetry (the client's receive thread) --------------------------------------------------
 
-    def on_telemetry(self, packet: PacketView) -> None:
-        now = self.clock()
+    def on_telemetry(self, packet: PacketView, now: float) -> None:
+        """A telemetry packet that arrived at ``now`` (the client's receive thread)."""
         if self.recorder is not None:
             self.recorder(packet)
         names = packet.spec.field_names
@@ -212,71 +215,51 @@ class Follower:
         pose = self.odometry.getPose()
         return pose.X(), pose.Y(), pose.rotation().radians()
 
-    def run(self, on_outage: Callable[[Outage], object] | None = None) -> FollowResult:
-        self.start = last = self.clock()
-        if self.recorder is not None:
-            self.recorder.start = self.start
-        client = self.client
-        generation = client.status().generation
-        outage: Outage | None = None
+    # -- the session ------------------------------------------------------------------------------
+
+    def went(self, outage: Outage, elapsed: float) -> None:
+        """The robot stopped when it stopped hearing us: the reference waits from there."""
+        self.reference_time = max(0.0, self.reference_time - (elapsed - outage.lost_at))
+
+    def back(self, outage: Outage, elapsed: float) -> None:
+        self._clear, self._last_plan, self._hold = True, -math.inf, True
+
+    def step(self, elapsed: float, now: float, connected: bool) -> Send | None:
+        last, self._last_now = self._last_now, now
+        if not connected or self.done:
+            return None
         total = self.trajectory.total
-        last_plan = -math.inf
-        clear = True
-        while True:
-            now = self.clock()
-            elapsed = now - self.start
-            status = client.status()
-            if client.closed_reason is not None:
-                raise LinkClosedError(
-                    f"lost the link to the robot at {client.address} after {elapsed:.1f} s "
-                    f"(reference at {self.reference_time:.1f} of {total:.1f} s): {client.closed_reason}",
-                    client.host,
-                    client.port,
-                )
-            if not status.connected:
-                if outage is None:
-                    outage = Outage.starting(status, client.clock(), elapsed)
-                    ago = elapsed - outage.lost_at
-                    self.outages.append(outage)
-                    # the robot stopped when it stopped hearing us: wait from there
-                    self.reference_time = max(0.0, self.reference_time - ago)
-                    if on_outage is not None:
-                        on_outage(outage)
-            else:
-                if status.generation != generation:
-                    generation = status.generation
-                    if outage is None:
-                        outage = Outage.starting(status, client.clock(), elapsed)
-                        self.outages.append(outage)
-                    outage.back_at = elapsed
-                    if on_outage is not None:
-                        on_outage(outage)
-                    outage = None
-                    clear, last_plan = True, -math.inf
-                elif not self._stalled():
-                    self.reference_time = min(self.reference_time + (now - last), total + self.settle)
-                fresh = self._absorb()
-                self._watch_stall()
-                if self.reference_time >= total and self._arrived():
-                    break
-                if self.reference_time >= total + self.settle:
-                    break
-                if fresh or clear or now - last_plan >= self.horizon - self.correct_for:
-                    try:
-                        self._plan(now)
-                        clear, last_plan = False, now
-                    except LinkDownError:
-                        pass  # the next step sees the outage
-            last = now
-            self.sleep(self.step)
-        with contextlib.suppress(LinkDownError):
-            client.stop()
+        if self._hold:
+            self._hold = False
+        elif last is not None and not self._stalled():
+            self.reference_time = min(self.reference_time + (now - last), total + self.settle)
+        fresh = self._absorb()
+        self._watch_stall()
+        if (self.reference_time >= total and self._arrived()) or self.reference_time >= total + self.settle:
+            self.done = True
+            return None
+        if fresh or self._clear or now - self._last_plan >= self.horizon - self.correct_for:
+            self._planned_at = now
+            return Send(self._plan(now), clear=True)
+        return None
+
+    def delivered(self, send: Send, packets: int) -> None:
+        self.packets += packets
+        self._clear, self._last_plan = False, self._planned_at
+
+    def finished(self, elapsed: float, down: Outage | None) -> bool:
+        return self.done  # a link that is down only holds the reference
+
+    def where(self) -> str:
+        return f"reference at {self.reference_time:.1f} of {self.trajectory.total:.1f} s"
+
+    def result(self, elapsed: float) -> FollowResult:
         end = self.trajectory.end
         pose = self.estimate()
         final = math.inf if pose is None else math.hypot(pose[0] - end.x, pose[1] - end.y)
         return FollowResult(
-            self.clock() - self.start,
-            min(self.reference_time, total),
+            elapsed,
+            min(self.reference_time, self.trajectory.total),
             self.packets,
             final,
             self.max_error,
@@ -318,8 +301,8 @@ class Follower:
         close = math.hypot(pose[0] - end.x, pose[1] - end.y) <= self.tolerance
         return close and abs(v) <= REST_MPS and abs(w) <= REST_RADPS
 
-    def _plan(self, now: float) -> None:
-        """Sends the correction and the reference's speeds up to the horizon."""
+    def _plan(self, now: float) -> list[Message]:
+        """The correction and the reference's speeds up to the horizon."""
         from wpimath.geometry import Pose2d, Rotation2d, Twist2d
 
         limits = self.limits
@@ -352,7 +335,7 @@ class Follower:
             ref = self.trajectory.sample(t)
             commands.append(self._command(ref.vx, ref.omega, TICK_S))
             t += TICK_S
-        self.packets += self.client.send(commands, clear_queue=True)
+        return commands
 
     def _approach(self, x: float, y: float, heading: float) -> tuple[float, float]:
         """After the path: straight for its end point, forwards or backwards, whichever faces
@@ -375,3 +358,72 @@ class Follower:
         vx = max(-limits.max_vx_mps, min(limits.max_vx_mps, vx))
         omega = max(-limits.max_omega_radps, min(limits.max_omega_radps, omega))
         return self._drive(vx=round(vx, 4), omega=round(omega, 4), durationMs=round(seconds * 1000))
+
+
+class Follower:
+    """Follows ``trajectory`` on a connected :class:`Client`: a :class:`FollowSession`
+    driven on the client (:func:`~bcnp.host.session.drive`); see the module docs."""
+
+    def __init__(
+        self,
+        client: Client,
+        trajectory: Trajectory,
+        limits: DriveLimits,
+        *,
+        horizon: float = 0.2,
+        correct_for: float = 0.04,
+        settle: float = 2.0,
+        tolerance: float = 0.02,
+        step: float = TICK_S,
+        recorder: TelemetryRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.session = FollowSession(
+            trajectory,
+            limits,
+            horizon=horizon,
+            correct_for=correct_for,
+            settle=settle,
+            tolerance=tolerance,
+            command_spec=client.command_spec,
+            recorder=recorder,
+        )
+        self.recorder = recorder
+        self.step = step
+        self.clock = clock
+        self.sleep = sleep
+        self.start: float | None = None
+
+    @property
+    def reference_time(self) -> float:
+        return self.session.reference_time
+
+    @property
+    def outages(self) -> list[Outage]:
+        return self.session.outages
+
+    def on_telemetry(self, packet: PacketView) -> None:
+        """The client's ``on_telemetry``."""
+        self.session.on_telemetry(packet, self.clock())
+
+    def run(self, on_outage: Callable[[Outage], object] | None = None) -> FollowResult:
+        self.start = self.clock()
+        if self.recorder is not None:
+            self.recorder.start = self.start
+        watch = LinkWatch(self.client.status().generation)
+        self.session.outages = watch.outages
+        drive(
+            self.client,
+            self.session,
+            watch,
+            start=self.start,
+            step=self.step,
+            clock=self.clock,
+            sleep=self.sleep,
+            on_outage=on_outage,
+        )
+        with contextlib.suppress(LinkDownError):
+            self.client.stop()
+        return self.session.result(self.clock() - self.start)

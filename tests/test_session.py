@@ -1,0 +1,90 @@
+"""The host sessions' sans-I/O cores on a made-up timeline: the outage layer (LinkWatch) and the
+replay's schedule and resume (ReplaySession). No sockets, no clock: each step is told the time
+and the link's status, and what it answers is checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from bcnp.host.linkstate import LinkLoss, LinkState, LinkStatus
+from bcnp.host.schedule import ReplaySession
+from bcnp.host.session import EndedDown, LinkWatch, Outage, Send
+from bcnp.paths import PathCommand
+from messages import DRIVE_CMD_SPEC
+
+
+def up(generation: int, last_loss: LinkLoss | None = None) -> LinkStatus:
+    return LinkStatus(LinkState.CONNECTED, generation, None, 0, "", generation - 1, last_loss)
+
+
+def down(generation: int, at: float, reason: str = "closed by the robot") -> LinkStatus:
+    loss = LinkLoss(at, reason)
+    return LinkStatus(LinkState.RECONNECTING, generation, at, 1, reason, generation, loss)
+
+
+def test_an_outage_is_dated_when_the_robot_was_last_heard_and_ends_with_a_new_connection() -> None:
+    watch = LinkWatch(generation=1)
+    assert watch.observe(up(1), now=100.0, elapsed=0.0) == (None, None)
+    # Seen down at session time 5.0 (client clock 105.0); the robot was last heard at 104.6.
+    went, back = watch.observe(down(1, at=104.6), now=105.0, elapsed=5.0)
+    assert back is None and went == Outage(pytest.approx(4.6), "closed by the robot")  # type: ignore[arg-type]
+    assert watch.observe(down(1, at=104.6), now=105.5, elapsed=5.5) == (None, None)  # still the same one
+    went, back = watch.observe(up(2, LinkLoss(104.6, "closed by the robot")), now=106.0, elapsed=6.0)
+    assert went is None and back is watch.outages[0] and back.back_at == 6.0
+    assert watch.current is None and len(watch.outages) == 1
+
+
+def test_a_link_lost_and_back_between_two_looks_is_one_outage_that_only_ends() -> None:
+    watch = LinkWatch(generation=1)
+    went, back = watch.observe(up(2, LinkLoss(101.0, "no telemetry for 0.5 s")), now=102.0, elapsed=2.0)
+    assert went is None and back is not None
+    assert (back.lost_at, back.back_at, back.reason) == (1.0, 2.0, "no telemetry for 0.5 s")
+
+
+def commands(n: int, ms: int = 100) -> list[PathCommand]:
+    return [PathCommand(0.1 * (i + 1), 0.0, ms) for i in range(n)]
+
+
+def take(session: ReplaySession, elapsed: float) -> Send | None:
+    send = session.step(elapsed, elapsed, True)
+    if send is not None:
+        session.delivered(send, 1)
+    return send
+
+
+def test_the_replay_sends_just_in_time_and_never_more_than_max_ahead() -> None:
+    session = ReplaySession(commands(30), DRIVE_CMD_SPEC, lead=0.5, max_ahead=8)
+    first = take(session, 0.0)
+    assert first is not None and first.clear and len(first.messages) == 5  # those starting before 0.5 s
+    assert take(session, 0.0) is None  # nothing new is due
+    second = take(session, 0.35)
+    assert second is not None and not second.clear
+    assert session.sent <= 3 + 1 + 8  # the running command (index 3) plus max_ahead
+    assert session.step(1.0, 1.0, False) is None  # down: nothing is sent
+
+
+def test_after_an_outage_the_replay_resumes_now_with_the_running_commands_remainder() -> None:
+    session = ReplaySession(commands(20), DRIVE_CMD_SPEC, lead=0.3)
+    take(session, 0.0)
+    outage = Outage(lost_at=0.42, reason="closed by the robot")
+    session.went(outage, 0.5)
+    assert session.step(0.8, 0.8, False) is None
+    outage.back_at = 1.05
+    session.back(outage, 1.05)
+    send = take(session, 1.05)
+    assert send is not None and send.clear  # the robot's queue is empty: CLEAR_QUEUE first
+    remainder = send.messages[0]
+    assert (remainder.vx, remainder.durationMs) == (pytest.approx(1.1), 50)  # command 10, 50 ms of it left
+    assert outage.resumed_at == 10 and outage.dropped == 10 - 4 + 1  # from the one running at 0.42
+
+
+def test_a_path_that_ends_with_the_link_down_ends_the_session_with_the_outage() -> None:
+    session = ReplaySession(commands(5), DRIVE_CMD_SPEC, lead=1.0, settle=0.3)
+    take(session, 0.0)
+    outage = Outage(lost_at=0.2, reason="reset")
+    assert not session.finished(0.5, outage)
+    with pytest.raises(EndedDown, match=r"link lost at 0.20 s \(reset\)"):
+        session.finished(0.8, outage)
+    # Lost only after the whole path had run: the session is over, not failed.
+    assert session.finished(0.9, Outage(lost_at=0.6, reason="reset"))
+    assert session.finished(0.8, None) and session.where() == "5/5 commands sent"
