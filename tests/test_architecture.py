@@ -2,8 +2,8 @@
 
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the link
   object, defaults, timebase, codegen), the host's link state machine, its
-  session layer (outages), the replay's schedule and the proxy's fault model
-  are sans-I/O: no sockets, threads, clocks or robot libraries.
+  session layer (outages), the replay's schedule, the proxy's fault model and
+  its delivery schedule are sans-I/O: no sockets, threads, clocks or robot libraries.
 * No module of the library imports WPILib; only the host monitor and the
   mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
@@ -30,10 +30,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "bcnp"
+#: The host's sans-I/O modules: the link state machine, the session layer, the replay's
+#: schedule, the proxy's fault model and delivery schedule.
+SANS_IO_HOST = ("linkstate.py", "session.py", "schedule.py", "faults.py", "delivery.py")
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
-    + [LIBRARY / "host" / name for name in ("linkstate.py", "session.py", "schedule.py", "faults.py")]
+    + [LIBRARY / "host" / name for name in SANS_IO_HOST]
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
 ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplannerlib", "choreo"}

@@ -35,11 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import heapq
-import itertools
 import math
 import os
-import random
 import selectors
 import socket
 import struct
@@ -51,6 +48,7 @@ from ipaddress import ip_address
 from typing import Any, Literal
 
 from ..transport.netio import Waker, format_address
+from .delivery import DeliverySchedule, Direction
 from .faults import Event, Faults, Heal, Partition, Reset, SetFaults, plain
 
 __all__ = [
@@ -64,7 +62,6 @@ __all__ = [
     "SetFaults",
 ]
 
-Direction = Literal["up", "down"]
 Address = tuple[Any, ...]
 
 _RECV_SIZE = 64 * 1024
@@ -147,6 +144,14 @@ class _Chunk:
     pipe: _Pipe
     data: bytes
     end: str | None = None
+    datagram = False
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def dead(self) -> bool:
+        return self.conn.closed
 
 
 @dataclass(eq=False)
@@ -154,6 +159,14 @@ class _Datagram:
     peer: _UdpPeer
     direction: Direction
     data: bytes
+    datagram = True
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def dead(self) -> bool:
+        return False
 
 
 def _resolve(host: str, port: int, kind: int, passive: bool = False) -> tuple[int, Address]:
@@ -219,26 +232,19 @@ class Proxy:
         self.target, self.listen = target, listen
         self._protocols = (tcp, udp)
         base = faults if faults is not None else Faults()
-        self._faults: dict[Direction, Faults] = {"up": up or base, "down": down or base}
-        self._rng = {d: random.Random(None if seed is None else f"{seed}/{d}") for d in ("up", "down")}
-        self._script = sorted(script, key=lambda item: item[0])
-        if any(at < 0 or not isinstance(ev, Event) for at, ev in self._script):
-            raise ValueError("script: each item must be (seconds >= 0, Partition | Heal | Reset | SetFaults)")
+        #: When each item arrives, and what a link drop does to it (sans-I/O).
+        self._schedule: DeliverySchedule[_Chunk | _Datagram] = DeliverySchedule(
+            up or base, down or base, seed=seed, udp_hold=udp_hold, script=script
+        )
         self._udp_hold, self._udp_idle = udp_hold, udp_idle_timeout
         self._clock, self._on_event = clock, on_event
         default_wait = 1.0 if clock is time.monotonic else 0.005
         self._max_wait = default_wait if poll_interval is None else poll_interval
         self._lock = threading.RLock()
         self._counters = ProxyCounters()
-        self._heap: list[tuple[float, int, _Chunk | _Datagram]] = []
-        self._seq = itertools.count()
-        self._held: list[_Chunk | _Datagram] = []
-        self._partitioned = False
-        self._partition_until: float | None = None
         self._conns: set[_Conn] = set()
         self._awaiting: list[_Conn] = []  # accepted during a partition: connected when it ends
         self._udp_peers: dict[Address, _UdpPeer] = {}
-        self._link_free = {"up": 0.0, "down": 0.0}
         self._sel: selectors.BaseSelector | None = None
         self._tcp: socket.socket | None = None
         self._udp: socket.socket | None = None
@@ -248,7 +254,6 @@ class Proxy:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._t0 = self._now = 0.0
-        self._script_pos = 0
         self._timeout = 0.0
         self.tcp_port = 0  # the bound ports once started; 0: not listening
         self.udp_port = 0
@@ -264,7 +269,7 @@ class Proxy:
         except BaseException:
             self._close_all()
             raise
-        self._t0 = self._now = self._clock()
+        self._t0 = self._now = self._schedule.start = self._clock()
         self._thread = threading.Thread(target=self._run, name="bcnp-proxy", daemon=True)
         self._thread.start()
 
@@ -315,15 +320,22 @@ class Proxy:
 
     def counters(self) -> ProxyCounters:
         with self._lock:
-            return replace(self._counters)
+            schedule = self._schedule
+            return replace(
+                self._counters,
+                udp_dropped=self._counters.udp_dropped + schedule.udp_dropped,
+                udp_duplicated=schedule.udp_duplicated,
+                udp_reordered=schedule.udp_reordered,
+                bytes_held=schedule.bytes_held,
+            )
 
     def faults(self, direction: Direction) -> Faults:
         with self._lock:
-            return self._faults[direction]
+            return self._schedule.faults[direction]
 
     @property
     def partitioned(self) -> bool:
-        return self._partitioned
+        return self._schedule.partitioned
 
     # -- the thread -----------------------------------------------------------------
 
@@ -373,22 +385,16 @@ class Proxy:
                 self._close_all()
 
     def _step(self, ready: list[tuple[selectors.SelectorKey, int]], now: float) -> None:
-        while self._script_pos < len(self._script) and self._t0 + self._script[self._script_pos][0] <= now:
-            at, event = self._script[self._script_pos]
-            self._script_pos += 1
-            self._guard(self._apply, event, self._t0 + at)
-        if self._partition_until is not None and now >= self._partition_until:
+        schedule = self._schedule
+        for at, event in schedule.script_due(now):
+            self._guard(self._apply, event, at)
+        if schedule.heal_due(now):
             self._guard(self._heal)
         for key, mask in ready:
             self._guard(self._handle, key, mask, now)
-        while self._heap and self._heap[0][0] <= now:
-            self._guard(self._route, heapq.heappop(self._heap)[2])
-        due = [self._heap[0][0]] if self._heap else []
-        if self._script_pos < len(self._script):
-            due.append(self._t0 + self._script[self._script_pos][0])
-        if self._partition_until is not None:
-            due.append(self._partition_until)
-        self._timeout = min(self._max_wait, max(0.0, min(due) - now)) if due else self._max_wait
+        for item in schedule.due(now):
+            self._guard(self._deliver, item)
+        self._timeout = schedule.wait(now, self._max_wait)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -431,32 +437,23 @@ class Proxy:
         elif isinstance(event, Reset):
             self._reset()
         else:
-            directions: tuple[Direction, ...] = (
-                ("up", "down") if event.direction == "both" else (event.direction,)
-            )
-            for d in directions:
-                self._faults[d] = plain(event)
+            self._schedule.set_faults(event)
             self._event(f"faults {event.direction}: {event.describe()}")
 
     # -- partitions and resets ------------------------------------------------------
 
     def _partition(self, at: float, seconds: float | None) -> None:
-        until = None if seconds is None else at + seconds
-        if self._partitioned:  # already cut: the later end wins, never shorter
-            if self._partition_until is not None:
-                self._partition_until = None if until is None else max(self._partition_until, until)
-            return
-        self._partitioned, self._partition_until = True, until
+        if not self._schedule.partition(at, seconds):
+            return  # already cut: the later end wins, never shorter
         self._counters.partitions += 1
         length = "" if seconds is None else f" for {seconds:g} s"
         self._event(f"link drop{length}: tcp held, udp {'held' if self._udp_hold else 'dropped'}")
 
     def _heal(self) -> None:
-        if not self._partitioned:
+        healed = self._schedule.heal()
+        if healed is None:
             return
-        self._partitioned, self._partition_until = False, None
-        held, self._held = self._held, []
-        released, self._counters.bytes_held = self._counters.bytes_held, 0
+        held, released = healed
         awaiting, self._awaiting = self._awaiting, []
         for conn in awaiting:
             if not conn.closed:
@@ -471,25 +468,13 @@ class Proxy:
         for conn in conns:
             self._abort(conn)
         self._awaiting.clear()
-        self._counters.udp_dropped += sum(isinstance(item, _Datagram) for item in self._held)
-        self._held.clear()
-        self._counters.bytes_held = 0
+        self._schedule.reset()
         peers = len(self._udp_peers)
         for peer in self._udp_peers.values():
             self._close_peer(peer)
         self._udp_peers.clear()
         self._counters.udp_clients = 0
         self._event(f"reset: {len(conns)} tcp connection(s) aborted, {peers} udp client(s) forgotten")
-
-    def _route(self, item: _Chunk | _Datagram) -> None:
-        """A scheduled item is due: delivered, or held or dropped by a partition."""
-        if not self._partitioned:
-            self._deliver(item)
-        elif isinstance(item, _Datagram) and not self._udp_hold:
-            self._counters.udp_dropped += 1
-        elif not (isinstance(item, _Chunk) and item.conn.closed):
-            self._held.append(item)
-            self._counters.bytes_held += len(item.data)
 
     def _deliver(self, item: _Chunk | _Datagram) -> None:
         if isinstance(item, _Chunk):
@@ -514,21 +499,6 @@ class Proxy:
             return
         self._counters.udp_forwarded += 1
         self._count_out(item.direction, len(item.data))
-
-    def _due(self, direction: Direction, size: int, now: float) -> float:
-        """When something of ``size`` bytes arriving ``now`` reaches the other side."""
-        faults = self._faults[direction]
-        sent = now
-        if faults.bandwidth is not None and size:
-            sent = max(now, self._link_free[direction]) + size * 8 / faults.bandwidth
-            self._link_free[direction] = sent
-        delay = faults.latency
-        if faults.jitter:
-            delay += self._rng[direction].uniform(-faults.jitter, faults.jitter)
-        return sent + max(0.0, delay)
-
-    def _push(self, due: float, item: _Chunk | _Datagram) -> None:
-        heapq.heappush(self._heap, (due, next(self._seq), item))
 
     def _count_out(self, direction: Direction, size: int) -> None:
         if direction == "up":
@@ -561,7 +531,7 @@ class Proxy:
             self._counters.tcp_accepted += 1
             self._counters.tcp_open = len(self._conns)
             self._event(f"tcp {conn.peer} connected ({len(self._conns)} open)")
-            if self._partitioned:
+            if self._schedule.partitioned:
                 self._awaiting.append(conn)
             else:
                 self._connect_upstream(conn)
@@ -612,9 +582,8 @@ class Proxy:
             pipe.eof_read = True
             end = "eof" if data == b"" else "reset"
             self._counters.peer_errors += data is None
-        due = max(self._due(pipe.direction, len(data or b""), now), pipe.last_due)
-        pipe.last_due = due
-        self._push(due, _Chunk(conn, pipe, data or b"", end))
+        chunk = _Chunk(conn, pipe, data or b"", end)
+        pipe.last_due = self._schedule.stream(chunk, pipe.direction, now, pipe.last_due)
         self._update(conn)
 
     def _flush(self, conn: _Conn, pipe: _Pipe) -> None:
@@ -677,9 +646,7 @@ class Proxy:
         if conn.closed:
             return
         self._close(conn, rst=True)
-        if any(isinstance(item, _Chunk) and item.conn is conn for item in self._held):
-            self._held = [i for i in self._held if not (isinstance(i, _Chunk) and i.conn is conn)]
-            self._counters.bytes_held = sum(len(i.data) for i in self._held)
+        self._schedule.forget(lambda item: isinstance(item, _Chunk) and item.conn is conn)
         if reason:
             self._event(f"tcp {conn.peer}: {reason} ({len(self._conns)} open)")
 
@@ -758,20 +725,7 @@ class Proxy:
         peer.last_seen = now
         self._counters.udp_received += 1
         self._count_in(direction, len(data))
-        faults, rng = self._faults[direction], self._rng[direction]
-        if (self._partitioned and not self._udp_hold) or (faults.loss and rng.random() < faults.loss):
-            self._counters.udp_dropped += 1
-            return
-        copies = 1
-        if faults.duplicate and rng.random() < faults.duplicate:
-            copies = 2
-            self._counters.udp_duplicated += 1
-        for _ in range(copies):
-            due = self._due(direction, len(data), now)
-            if faults.reorder and rng.random() < faults.reorder:
-                due += faults.reorder_delay
-                self._counters.udp_reordered += 1
-            self._push(due, _Datagram(peer, direction, data))
+        self._schedule.datagram(lambda: _Datagram(peer, direction, data), direction, now, len(data))
 
     def _close_all(self) -> None:
         for conn in list(self._conns):
@@ -780,10 +734,8 @@ class Proxy:
             self._close_peer(peer)
         self._udp_peers.clear()
         self._counters.udp_clients = 0
-        self._heap.clear()
-        self._held.clear()
+        self._schedule.clear()
         self._awaiting.clear()
-        self._counters.bytes_held = 0
         for sock in (self._tcp, self._udp):
             if sock is not None:
                 self._discard(sock)
