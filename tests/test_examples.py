@@ -62,9 +62,13 @@ for _, _, _ms in PLAN:
     PLAN_STARTS.append(PLAN_STARTS[-1] + _ms / 1000)
 #: A run's bound: the plan is 12.3 s.
 RUN_TIMEOUT_S = 60.0
+#: The fault proxy cuts the link this long after it listens, for 1 s; its link coming back
+#: later than STALL_S after that means the machine stalled the proxy.
+DROP_AT_S = 4.0
+STALL_S = 0.1
 #: See :func:`on_time`: five ticks.
 EARLY_S = 0.1
-#: Clean runs tried before giving up when the machine drops the link (see the clean test).
+#: Runs tried before giving up when the machine drops the link or stalls (see the tests).
 CLEAN_ATTEMPTS = 3
 #: Where the clean square may end, from where it began. The robot changes commands at its
 #: ticks, so each step runs a tick long or short: a turn 1.8 degrees, which moves the end of
@@ -393,12 +397,13 @@ def test_a_clean_run_drives_a_square_that_closes(coprocessor: Path, robot: SimRo
     assert metres <= CLOSE_M and abs(degrees) <= CLOSE_DEG
 
 
-def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot: SimRobot) -> None:
+def run_through_a_drop(coprocessor: Path, robot: SimRobot) -> tuple[Run, str]:
+    """The example through the fault proxy, which cuts the link 4 s after it listens, for 1 s.
+    The example connects a fraction of a second after that: the drop falls in the second side
+    (plan 3 to 5 s), whatever the start-up took. Returns the run and the proxy's output."""
     port = free_port()
-    # The proxy's clock starts when it listens; the example connects a fraction of a second
-    # later, so 4 s in is the second side (plan 3 to 5 s), whatever the start-up took.
     address = ["--listen", f"{LOCAL}:{port}", "--to", f"{LOCAL}:{robot.port}", "--tcp-only"]
-    faults = ["--drop-at", "4s:1s", "--duration", f"{RUN_TIMEOUT_S + 10:g}s"]
+    faults = ["--drop-at", f"{DROP_AT_S:g}s:1s", "--duration", f"{RUN_TIMEOUT_S + 10:g}s"]
     proxy = subprocess.Popen(
         [sys.executable, "-m", "bcnp", "proxy", *address, *faults],
         cwd=ROOT,
@@ -415,18 +420,37 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     finally:
         proxy.terminate()
         proxy_output = proxy.communicate(timeout=10)[0]
-    print(f"\n{run.output}\nproxy:\n{proxy_output}")
+    return run, proxy_output
+
+
+def proxy_event(output: str, what: str) -> float:
+    """When (s from its start) the proxy printed an event: ``   4.001 s  link drop for 1 s: ...``."""
+    line = next(line for line in output.splitlines() if what in line)
+    return float(line.split()[0])
+
+
+def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot: SimRobot) -> None:
+    """The drop must be a 1 s drop: when the machine stalls the proxy itself (its link comes
+    back late by its own clock), the host and the robot stalled with it, and the run is tried
+    again, up to CLEAN_ATTEMPTS."""
+    for attempt in range(1, CLEAN_ATTEMPTS + 1):
+        run, proxy_output = run_through_a_drop(coprocessor, robot)
+        print(f"\nattempt {attempt}:\n{run.output}proxy:\n{proxy_output}")
+        late_heal = proxy_event(proxy_output, "link back") - (DROP_AT_S + 1.0)
+        if late_heal <= STALL_S:
+            break
+        print(f"the proxy healed the link {late_heal:.3f} s late: the machine stalled")
+    assert late_heal <= STALL_S, f"the machine stalled during each of {CLEAN_ATTEMPTS} drops"
     assert run.code == 0, run.output
-    # The drop: one loss of about a second. A machine too busy to run the host or the robot
+    # The drop: a loss, and the link back. A machine too busy to run the host or the robot
     # for the link timeout adds brief ones (see the clean test), each printed the same way.
     lost, back = run.lines("link lost at"), run.lines("link back at")
     assert len(lost) == len(back) >= 1, run.output
     assert all(run.output.index(a) < run.output.index(b) for a, b in zip(lost, back, strict=True))
     assert f"{len(lost)} lost link(s)" in run.lines("done after")[0], run.output
-    outages = [float(line.split(" after ")[1].split(" s")[0]) for line in back]
-    assert len([s for s in outages if s >= 0.8]) == 1, outages  # a brief one lasts up to ~0.6 s
 
     log = settled_log(robot, run.ended + COAST_S)
+    print(f"robot:\n{controllers(log, run)}")
     starts = log.commands(run.began, run.ended)
     behind = lateness(log, run)
     print(f"latest start {max(t for _, t in behind) * 1e3:.0f} ms after plan; steps started: {behind}")
