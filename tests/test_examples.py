@@ -1,0 +1,528 @@
+"""The coprocessor example (examples/coprocessor_square.py) run as a team runs it: from a
+virtual environment that holds only this project's wheel, against the real robot program in
+a headless simulator (benchmarks/simbot.py), judged by what the robot's data log says.
+
+* The wheel (``pip wheel --no-deps``, as docs/coprocessor.md builds it) holds ``bcnp/``
+  and ``messages.py`` and no robot code; the environment it goes into has nothing else
+  (no RobotPy, no ntcore) and cannot import them.
+* A clean run: exit 0, the eight commands of the square started on plan, and the
+  simulated chassis (``/SmartDashboard/Field/Robot``, the physics model's pose) back
+  where it began.
+* A 1 s link drop (the fault proxy, ``python -m bcnp proxy --drop-at``) in the second
+  side: exit 0, one loss and one reconnect printed, no command started late (the
+  robot's log against the plan), the robot stopped within its link timeout and stood
+  still until the link was back.
+* Ctrl-C mid-side: exit 130 after a zero-message CLEAR_QUEUE; the robot stops.
+* ``--team N`` is 10.TE.AM.2.
+
+One robot serves every run (each run is a new controller: an empty queue). Bounds come
+from the robot's rules (the 200 ms link timeout, 20 ms ticks, its acceleration limits),
+never from tight wall-clock sleeps; each child process has a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import itertools
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("wpilib", reason="the simulated robot needs RobotPy (python run.py test installs it)")
+
+from benchmarks.simbot import CommandStart, SimRobot, free_port, late_commands, log_clock
+from messages import SCHEMA
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "coprocessor_square.py"
+LOCAL = "127.0.0.1"
+#: The robot's rules: a link silent this long is lost (and the robot stops) ...
+LINK_TIMEOUT_S = 0.2
+#: ... and its loop period.
+TICK_S = 0.02
+#: The square as the example plans it: (vx m/s, omega rad/s, ms) per step, then a zero to rest.
+SIDE = (0.5, 0.0, 2000)
+TURN = (0.0, 1.5708, 1000)
+PLAN = [SIDE, TURN] * 4 + [(0.0, 0.0, 300)]
+PLAN_STARTS = [0.0]
+for _, _, _ms in PLAN:
+    PLAN_STARTS.append(PLAN_STARTS[-1] + _ms / 1000)
+#: A run's bound: the plan is 12.3 s.
+RUN_TIMEOUT_S = 60.0
+#: The fault proxy cuts the link this long after it listens, for 1 s; its link coming back
+#: later than STALL_S after that means the machine stalled the proxy.
+DROP_AT_S = 4.0
+STALL_S = 0.1
+#: See :func:`on_time`: five ticks.
+EARLY_S = 0.1
+#: Runs tried before giving up when the machine drops the link or stalls (see the tests).
+CLEAN_ATTEMPTS = 3
+#: Where the clean square may end, from where it began. The robot changes commands at its
+#: ticks, so each step runs a tick long or short: a turn 1.8 degrees, which moves the end of
+#: the next 1 m side 3 cm. A tick that comes late (a busy machine) runs the step longer still.
+#: Measured: 0 to 9 cm and within 4 degrees (6 cm by a new user); 13 cm and 10 degrees with
+#: the machine at load 6 on its 2 cores. Without the closing zero command the square would
+#: end 12 degrees short (the last turn stopped dead: omega^2 / 2 alpha = 0.2 rad).
+CLOSE_M = 0.25
+CLOSE_DEG = 20.0
+#: The drivetrain's speed decays with kA/kV = 0.08 s once its motors are off: after this
+#: long (6 time constants) a chassis stopped from 0.5 m/s has less than 1 mm left to roll.
+COAST_S = 0.5
+#: The stop packet reaches a robot on loopback within this of Ctrl-C (a busy machine) ...
+STOP_WITHIN_S = 2.0
+#: ... and the robot acts on it at its next tick, which a busy machine may delay (to 5 ticks).
+NEXT_TICK_S = 5 * TICK_S
+
+#: Modules a coprocessor does not have: the wheel must not need them.
+ROBOT_ONLY = ("robotpy", "wpilib", "ntcore", "wpimath", "wpiutil", "hal", "pyfrc", "commands2")
+
+
+# -- the wheel and the environment it goes into ------------------------------------------------
+
+
+def setuptools_here() -> bool:
+    """Whether this environment has the build backend pyproject.toml names (setuptools>=77)."""
+    try:
+        version = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return int(version.split(".")[0]) >= 77
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built as docs/coprocessor.md says, from a copy of the project (a
+    build in place would leave build/ behind, whose stale files a later build packs)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "project"
+    junk = (".git", ".venv*", "venv", ".sim", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*junk, ".hypothesis"))
+    # setuptools>=77 is in the test extra: then no index is needed; otherwise pip fetches it.
+    isolation = ["--no-build-isolation"] if setuptools_here() else []
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(tmp / "dist"), "."]
+    result = subprocess.run(command, cwd=source, capture_output=True, text=True, timeout=600)
+    wheels = sorted((tmp / "dist").glob("bcnp_robot-*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        pytest.fail(
+            f"could not build the wheel ({' '.join(command)} exited {result.returncode}; "
+            f"without setuptools>=77 here pip needs a package index to fetch it):\n"
+            f"{result.stdout[-3000:]}{result.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def coprocessor(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment with the wheel and nothing else; returns its python."""
+    venv = tmp_path_factory.mktemp("coprocessor") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
+    result = subprocess.run(
+        [*install, "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return python
+
+
+def child_env() -> dict[str, str]:
+    """This environment minus anything that would put the project on the child's path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    return {**env, "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1"}
+
+
+def test_the_wheel_holds_the_library_and_this_robots_schema_and_no_robot_code(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    top = {name.split("/")[0] for name in names}
+    metadata = {name for name in top if name.endswith(".dist-info")}
+    # Nothing of the robot (robot.py, physics.py, constants.py, subsystems/, autonomous/, ...).
+    assert top - metadata == {"bcnp", "messages.py"} and len(metadata) == 1, sorted(top)
+    assert "bcnp/host/client.py" in names and "bcnp/py.typed" in names
+
+
+def test_the_coprocessor_has_only_the_wheel(coprocessor: Path) -> None:
+    probe = (
+        "import importlib.metadata, importlib.util, bcnp, messages; "
+        f"print([m for m in {ROBOT_ONLY!r} if importlib.util.find_spec(m)]); "
+        "print(sorted(d.metadata['Name'] for d in importlib.metadata.distributions())); "
+        "print(bcnp.__file__); print(messages.SCHEMA.hash)"
+    )
+    result = subprocess.run(
+        [str(coprocessor), "-c", probe],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=coprocessor.parent,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    found, distributions, where, schema_hash = result.stdout.splitlines()
+    assert found == "[]", f"the coprocessor can import robot modules: {found}"
+    assert distributions == "['bcnp-robot']"
+    assert where.startswith(str(coprocessor.parent.parent)), where
+    assert int(schema_hash) == SCHEMA.hash  # this robot's schema, from the installed messages.py
+
+
+def test_a_team_number_names_the_robots_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("coprocessor_square", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, example)  # its dataclass looks itself up there
+    spec.loader.exec_module(example)
+    for team, address in ((1234, "10.12.34.2"), (254, "10.2.54.2"), (12345, "10.123.45.2"), (1, "10.0.1.2")):
+        assert example.address(argparse.Namespace(team=team, robot=LOCAL)) == address
+    assert example.address(argparse.Namespace(team=None, robot="10.99.1.2")) == "10.99.1.2"
+
+
+# -- the robot and what its log says ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
+    with SimRobot(tmp_path_factory.mktemp("robot")) as robot:
+        robot.start()
+        robot.wait_ticking()
+        yield robot
+
+
+@dataclass
+class Log:
+    """Entries of the robot's data log, each a list of (wall time, value), in time order."""
+
+    entries: dict[str, list[tuple[float, Any]]]
+
+    def __getitem__(self, name: str) -> list[tuple[float, Any]]:
+        return self.entries.get(name, [])
+
+    def between(self, name: str, since: float, until: float) -> list[tuple[float, Any]]:
+        return [(t, v) for t, v in self[name] if since <= t <= until]
+
+    def at(self, name: str, when: float) -> Any:
+        """The entry's value at ``when``: its last record before (entries logged on change)."""
+        before = [v for t, v in self[name] if t <= when]
+        assert before, f"{name}: nothing logged before {when}"
+        return before[-1]
+
+    def pose(self, when: float) -> tuple[float, float, float]:
+        """The simulated chassis (x m, y m, heading degrees) at ``when``."""
+        x, y, degrees = self.at("NT:/SmartDashboard/Field/Robot", when)
+        return x, y, degrees
+
+    def commands(self, since: float, until: float) -> list[CommandStart]:
+        """Each command made active (after clamping), as benchmarks/simbot.py reads them."""
+        vx = self.between("BCNP/Command/Vx", since, until)
+        omega = self.between("BCNP/Command/Omega", since, until)
+        ms = self.between("BCNP/Command/DurationMs", since, until)
+        return [CommandStart(t, v, w, d) for (t, v), (_, w), (_, d) in zip(vx, omega, ms, strict=False)]
+
+    def packets(self, since: float, until: float) -> list[tuple[float, int, bool]]:
+        """(wall time, message count, CLEAR_QUEUE) of each packet the robot received."""
+        count = self.between("BCNP/Packet/Count", since, until)
+        clear = self.between("BCNP/Packet/ClearQueue", since, until)
+        return [(t, n, c) for (t, n), (_, c) in zip(count, clear, strict=False)]
+
+
+_GETTERS = {
+    "double": "getDouble",
+    "double[]": "getDoubleArray",
+    "int64": "getInteger",
+    "boolean": "getBoolean",
+    "string": "getString",
+}
+
+
+def read_log(log_dir: Path) -> Log:
+    from wpiutil.log import DataLogReader
+
+    entries: dict[str, list[tuple[float, Any]]] = {}
+    for path in sorted(log_dir.glob("*.wpilog")):
+        clock = log_clock(path)
+        if clock is None:
+            continue
+        reader = DataLogReader(str(path))
+        kinds: dict[int, tuple[str, str]] = {}
+        for record in reader:
+            if record.isStart():
+                start = record.getStartData()
+                if start.type in _GETTERS:
+                    kinds[start.entry] = (start.name, _GETTERS[start.type])
+            elif not record.isControl() and record.getEntry() in kinds:
+                name, getter = kinds[record.getEntry()]
+                value = getattr(record, getter)()
+                entries.setdefault(name, []).append((clock.wall(record.getTimestamp()), value))
+    return Log(entries)
+
+
+def settled_log(robot: SimRobot, until: float) -> Log:
+    """The log once it holds everything up to ``until`` (wall time, waited for): a new
+    controller connects then, which the log records, and the log is read until that record
+    is there (the log is written every 0.25 s)."""
+    time.sleep(max(0.0, until - time.time()))
+    mark = time.time()
+    robot.wait_ticking()  # also: the robot still runs and takes a controller
+    deadline = time.monotonic() + 10.0
+    while True:
+        log = read_log(robot.log_dir)
+        if any(t >= mark for t, _ in log["BCNP/Controller"]):
+            return log
+        assert time.monotonic() < deadline, "the robot's log did not catch up within 10 s"
+        time.sleep(0.1)
+
+
+# -- running the example -----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    code: int
+    output: str
+    began: float  # time.time() when the example was started ...
+    ended: float  # ... and when it had exited
+
+    def lines(self, fragment: str) -> list[str]:
+        return [line for line in self.output.splitlines() if fragment in line]
+
+
+def run_example(python: Path, *args: str) -> Run:
+    """The example as a team runs it, away from the project (its folder is not on the path)."""
+    began = time.time()
+    result = subprocess.run(
+        [str(python), str(EXAMPLE), *args],
+        cwd=python.parent,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    return Run(result.returncode, result.stdout + result.stderr, began, time.time())
+
+
+def plan_index(first_start: float) -> Any:
+    """Which step of PLAN a logged start is: of its kind (side, turn, rest), the one whose due
+    time is nearest (a full step is due at its start, a remainder at its end minus its length).
+    Steps of a kind are 3 s apart: a start 1.5 s late would pass for the next one, 1.5 s early,
+    which is off plan too."""
+
+    def index_of(start: CommandStart) -> int:
+        at = start.wall_time - first_start
+        best, best_gap = -1, math.inf
+        for i, (vx, omega, ms) in enumerate(PLAN):
+            if abs(start.vx - vx) > 1e-3 or abs(start.omega - omega) > 1e-3 or start.duration_ms > ms:
+                continue  # another kind of step, or longer than this one
+            due = PLAN_STARTS[i] if start.duration_ms == ms else PLAN_STARTS[i + 1] - start.duration_ms / 1000
+            if abs(at - due) < best_gap:
+                best, best_gap = i, abs(at - due)
+        assert best >= 0, f"{start} is no step of the square"
+        return best
+
+    return index_of
+
+
+def lateness(log: Log, run: Run) -> list[tuple[int, float]]:
+    """(step, seconds after plan) of every command the robot started during the run. The
+    plan's clock is the host's, which the log does not have: it starts with the first packet
+    of commands (sent right after the host read its clock), as the robot received it."""
+    first = next(t for t, count, _ in log.packets(run.began, run.ended) if count)
+    starts = log.commands(run.began, run.ended)
+    return late_commands(starts, PLAN_STARTS, first, index_of=plan_index(first), tolerance=-math.inf)
+
+
+def on_time(behind: list[tuple[int, float]]) -> bool:
+    """The rule: no command starts more than the link timeout after its plan. Nor more than
+    EARLY_S before it (the robot starts a command at the tick after it arrives, never sooner;
+    only the log's stamp of the first packet, the plan's start, may trail its arrival)."""
+    return all(-EARLY_S <= late <= LINK_TIMEOUT_S for _, late in behind)
+
+
+def closure(log: Log, began: float, ended: float) -> tuple[float, float]:
+    """(metres, degrees) between the pose before the first command and after the last."""
+    first = log.commands(began, ended)[0].wall_time
+    x0, y0, h0 = log.pose(first - TICK_S)
+    x1, y1, h1 = log.pose(ended + COAST_S)  # the robot has stopped before the example ends
+    return math.hypot(x1 - x0, y1 - y0), (h1 - h0 + 180.0) % 360.0 - 180.0
+
+
+# -- the runs -------------------------------------------------------------------------------------------
+
+
+def controllers(log: Log, run: Run) -> str:
+    """The robot's view of the run's links: each controller that came and went, and why."""
+    return "\n".join(
+        f"  {t - run.began:7.3f} s  {text}"
+        for t, text in log.between("BCNP/Controller", run.began, run.ended)
+    )
+
+
+def test_a_clean_run_drives_a_square_that_closes(coprocessor: Path, robot: SimRobot) -> None:
+    """A clean run needs a clean link. A machine too busy to run the host or the robot for
+    the link timeout (0.2 s) drops it (the robot logs "link lost: no packet for ..."), and
+    the square is cut where the link went: the run is tried again, up to CLEAN_ATTEMPTS."""
+    for attempt in range(1, CLEAN_ATTEMPTS + 1):
+        run = run_example(coprocessor, "--port", str(robot.port))
+        log = settled_log(robot, run.ended + COAST_S)
+        print(f"\nattempt {attempt}:\n{run.output}robot:\n{controllers(log, run)}")
+        assert run.code == 0, run.output
+        if not run.lines("link lost at"):
+            break
+    assert run.lines("done after") and "0 lost link(s)" in run.output, (
+        f"the link dropped in each of {CLEAN_ATTEMPTS} clean runs (a machine far too busy?):\n{run.output}"
+    )
+    starts = log.commands(run.began, run.ended)
+    assert [(s.vx, s.omega, s.duration_ms) for s in starts] == PLAN, starts
+    behind = lateness(log, run)
+    assert [i for i, _ in behind] == list(range(len(PLAN)))
+    assert on_time(behind), behind
+    # The stop at the end: a CLEAR_QUEUE with no commands, once the plan has run.
+    assert log.packets(run.began, run.ended)[-1][1:] == (0, True)
+    metres, degrees = closure(log, run.began, run.ended)
+    print(f"clean square: ends {metres * 100:.1f} cm and {degrees:+.1f} degrees from where it began")
+    assert metres <= CLOSE_M and abs(degrees) <= CLOSE_DEG
+
+
+def run_through_a_drop(coprocessor: Path, robot: SimRobot) -> tuple[Run, str]:
+    """The example through the fault proxy, which cuts the link 4 s after it listens, for 1 s.
+    The example connects a fraction of a second after that: the drop falls in the second side
+    (plan 3 to 5 s), whatever the start-up took. Returns the run and the proxy's output."""
+    port = free_port()
+    address = ["--listen", f"{LOCAL}:{port}", "--to", f"{LOCAL}:{robot.port}", "--tcp-only"]
+    faults = ["--drop-at", f"{DROP_AT_S:g}s:1s", "--duration", f"{RUN_TIMEOUT_S + 10:g}s"]
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "bcnp", "proxy", *address, *faults],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proxy.stdout is not None
+        listening = proxy.stdout.readline()
+        assert listening.startswith("listening on"), listening + proxy.stdout.read()
+        run = run_example(coprocessor, "--port", str(port))
+    finally:
+        proxy.terminate()
+        proxy_output = proxy.communicate(timeout=10)[0]
+    return run, proxy_output
+
+
+def proxy_event(output: str, what: str) -> float:
+    """When (s from its start) the proxy printed an event: ``   4.001 s  link drop for 1 s: ...``."""
+    line = next(line for line in output.splitlines() if what in line)
+    return float(line.split()[0])
+
+
+def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot: SimRobot) -> None:
+    """The drop must be a 1 s drop: when the machine stalls the proxy itself (its link comes
+    back late by its own clock), the host and the robot stalled with it, and the run is tried
+    again, up to CLEAN_ATTEMPTS."""
+    for attempt in range(1, CLEAN_ATTEMPTS + 1):
+        run, proxy_output = run_through_a_drop(coprocessor, robot)
+        print(f"\nattempt {attempt}:\n{run.output}proxy:\n{proxy_output}")
+        late_heal = proxy_event(proxy_output, "link back") - (DROP_AT_S + 1.0)
+        if late_heal <= STALL_S:
+            break
+        print(f"the proxy healed the link {late_heal:.3f} s late: the machine stalled")
+    assert late_heal <= STALL_S, f"the machine stalled during each of {CLEAN_ATTEMPTS} drops"
+    assert run.code == 0, run.output
+    # The drop: a loss, and the link back. A machine too busy to run the host or the robot
+    # for the link timeout adds brief ones (see the clean test), each printed the same way.
+    lost, back = run.lines("link lost at"), run.lines("link back at")
+    assert len(lost) == len(back) >= 1, run.output
+    assert all(run.output.index(a) < run.output.index(b) for a, b in zip(lost, back, strict=True))
+    assert f"{len(lost)} lost link(s)" in run.lines("done after")[0], run.output
+
+    log = settled_log(robot, run.ended + COAST_S)
+    print(f"robot:\n{controllers(log, run)}")
+    starts = log.commands(run.began, run.ended)
+    behind = lateness(log, run)
+    print(f"latest start {max(t for _, t in behind) * 1e3:.0f} ms after plan; steps started: {behind}")
+    assert on_time(behind), behind
+    assert behind[-1][0] == len(PLAN) - 1, "the square did not carry on to its end after the drop"
+    assert any(s.duration_ms < PLAN[i][2] for s, (i, _) in zip(starts, behind, strict=True)), (
+        "no step was resumed with what was left of it"
+    )
+
+    # The drop, as the robot saw it: the longest silence between two packets.
+    times = [t for t, _, _ in log.packets(run.began, run.ended)]
+    gap, last, resumed = max((b - a, a, b) for a, b in itertools.pairwise(times))
+    assert gap >= 0.5, f"the robot never went without packets: longest gap {gap:.3f} s"
+    # The robot stops at the tick that finds the link timed out (a stop skips the acceleration
+    # limits) and drives nothing until the link is back.
+    applied = zip(log["BCNP/Applied/Vx"], log["BCNP/Applied/Omega"], strict=False)
+    stopped_at = next(t for (t, vx), (_, omega) in applied if t > last and vx == omega == 0.0)
+    assert stopped_at - last <= LINK_TIMEOUT_S + 2 * TICK_S, f"stopped {stopped_at - last:.3f} s after"
+    moving = [v for _, v in log.between("BCNP/Applied/Vx", stopped_at, resumed - TICK_S / 2) if v]
+    turning = [v for _, v in log.between("BCNP/Applied/Omega", stopped_at, resumed - TICK_S / 2) if v]
+    assert moving == [] and turning == [], (moving, turning)
+    assert [s for s in starts if stopped_at < s.wall_time < resumed] == []
+    assert resumed > stopped_at + COAST_S  # a 1 s drop: time to see the robot stand still
+    x0, y0, h0 = log.pose(stopped_at + COAST_S)
+    x1, y1, h1 = log.pose(resumed)
+    assert math.hypot(x1 - x0, y1 - y0) < 0.01 and abs(h1 - h0) < 0.5, (
+        "the robot moved while the link was down"
+    )
+    metres, degrees = closure(log, run.began, run.ended)
+    print(
+        f"drop: robot silent {gap:.2f} s, stopped {stopped_at - last:.3f} s after its last packet; "
+        f"the square ends {metres * 100:.0f} cm and {degrees:+.0f} degrees from where it began"
+    )
+
+
+def test_ctrl_c_stops_the_robot_and_exits_130(coprocessor: Path, robot: SimRobot) -> None:
+    began = time.time()
+    proc = subprocess.Popen(
+        [str(coprocessor), str(EXAMPLE), "--port", str(robot.port)],
+        cwd=coprocessor.parent,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        # Mid-side: once the robot's log shows the first command running.
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not read_log(robot.log_dir).commands(began, math.inf):
+            assert proc.poll() is None and time.monotonic() < deadline, "the square never started"
+            time.sleep(0.1)
+        interrupted = time.time()
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=RUN_TIMEOUT_S)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ended = time.time()
+    print(f"\n{output}")
+    assert proc.returncode == 130, output
+    assert "interrupted" in output.splitlines()[-1], output
+    log = settled_log(robot, ended + COAST_S)
+    stops = [t for t, n, clear in log.packets(interrupted, ended) if n == 0 and clear]
+    assert stops, "no CLEAR_QUEUE stop reached the robot after Ctrl-C"
+    stop = stops[0]
+    assert stop - interrupted < STOP_WITHIN_S
+    # Stopped at the next tick (a stop skips the acceleration limits), and nothing started after.
+    applied = log.between("BCNP/Applied/Vx", stop, ended + COAST_S)
+    assert applied and applied[0][1] == 0.0, applied
+    assert applied[0][0] - stop <= NEXT_TICK_S, f"stopped {applied[0][0] - stop:.3f} s after the stop"
+    assert log.commands(stop, ended + COAST_S) == []
+    x0, y0, _ = log.pose(stop + COAST_S)
+    x1, y1, _ = log.pose(ended + COAST_S)
+    assert math.hypot(x1 - x0, y1 - y0) < 0.01
