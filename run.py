@@ -1,7 +1,7 @@
 """One command per task, the same on Windows, macOS and Linux (Python >= 3.11 and pip only).
 
     python run.py sim [--nogui]          install what the simulator needs, then start it
-    python run.py test [PYTEST ARGS]     install the project and test tools, then run every test
+    python run.py test [PYTEST ARGS]     install the project and test tools, then run every test (in parallel)
     python run.py bcnp COMMAND ...       the host tools (python -m bcnp ...), e.g. replay paths/figure8.csv
     python run.py robotpy COMMAND ...    RobotPy's tools, e.g. robotpy deploy --team 1234
 
@@ -38,7 +38,10 @@ SIM_DIR = ".sim"  # where the sim runs: the GUI reads and saves its layout in it
 TASKS = {
     # task: (extras to install, command after "python -m")
     "sim": ("sim,host", ["robotpy", "sim"]),
-    "test": ("test", ["pytest"]),
+    # Every test, in parallel (pytest-xdist): tests/conftest.py says how many workers "auto" is.
+    # A module's tests stay in one worker (module-scoped fixtures: a simulator process, C++
+    # builds), handed out in collection order, longest first; `-n 0` after `test` runs serially.
+    "test": ("test", ["pytest", "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]),
     "bcnp": ("host", ["bcnp"]),
     "robotpy": ("sim", ["robotpy"]),
 }

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import TIER_ENV
 
 import bcnp
 
@@ -43,13 +44,24 @@ DEPLOY_TIER = (
     "test_allowed_peers.py",
 )
 ALL_ENV = "BCNP_TEST_ALL"
+#: The modules that take longest (tens of seconds of real time: simulator processes, replays
+#: on the wall clock, ``robotpy test`` runs), first in the run: ``python run.py test`` hands
+#: out whole modules to its xdist workers in collection order (``--dist loadfile
+#: --no-loadscope-reorder``), and one of these started last would finish alone.
+LONGEST_FIRST = ("test_field.py", "test_field_restart.py", "test_tiers.py")
 
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")
 # Their data logs go to a temporary folder, removed at the end, never into the project.
-_LOG_DIR = None if os.environ.get("BCNP_LOG_DIR") else tempfile.mkdtemp(prefix="bcnp-test-logs-")
-if _LOG_DIR is not None:
-    os.environ["BCNP_LOG_DIR"] = _LOG_DIR
+# One folder per process: the data log is the process's (see the robot fixture), and a
+# process that inherited the folder this file made in its parent (an xdist worker, from the
+# controller; a pytest run by a test) makes its own. A BCNP_LOG_DIR set outside is used as is.
+_LOG_DIR_MADE = "BCNP_TEST_LOG_DIR"
+_inherited = os.environ.get("BCNP_LOG_DIR")
+_LOG_DIR = None
+if not _inherited or _inherited == os.environ.get(_LOG_DIR_MADE):
+    _LOG_DIR = tempfile.mkdtemp(prefix="bcnp-test-logs-")
+    os.environ["BCNP_LOG_DIR"] = os.environ[_LOG_DIR_MADE] = _LOG_DIR
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,11 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         # Started by `robotpy test` (so by `robotpy deploy`): the deploy tier, unless asked for all.
         if os.environ.get(ALL_ENV, "").strip() != "1":
-            from support import TIER_ENV
-
             os.environ[TIER_ENV] = "deploy"
             _load_deploy_profile()
         return
+    if os.environ.get(TIER_ENV) == "deploy":
+        # An xdist worker of `robotpy test -- -n N`: pyfrc's plugin stays with the controller,
+        # the tier comes through the environment; the worker registers the plugin below.
+        _load_deploy_profile()
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     # The same arguments `robotpy test --no-isolation` passes; pyfrc internals,
@@ -88,13 +102,25 @@ def _load_deploy_profile() -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The deploy tier does not even import the other test modules (the planners' and the
     plotting libraries' imports alone take seconds)."""
-    from support import TIER_ENV
-
     if os.environ.get(TIER_ENV) != "deploy" or not collection_path.name.startswith("test_"):
         return None
     if collection_path.suffix != ".py":
         return None
     return collection_path.name not in DEPLOY_TIER or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (``python run.py test``): one worker more than this process may use CPUs.
+    About half the suite's wall time is waiting, not computing (simulator processes, replays
+    on the wall clock, sockets, subprocesses): a worker per CPU leaves them idle meanwhile."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cpus + 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the rest as collected
 
 
 @pytest.hookimpl(hookwrapper=True)

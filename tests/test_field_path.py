@@ -11,12 +11,13 @@ tick: the same poses to within 1e-9 m and 1e-9 degrees, published on the same ti
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import wpilib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wpimath.geometry import Pose2d, Rotation2d, Twist2d
@@ -85,6 +86,18 @@ durations = st.one_of(
     st.floats(0.0, 4.0),
 )
 segments = st.lists(st.tuples(speeds, turn_rates, durations), max_size=200)
+
+
+@pytest.fixture(autouse=True)
+def _smartdashboard_let_go() -> Iterator[None]:
+    """A FieldView puts its Field2d on SmartDashboard, which keeps it after the test. Let go of
+    it here, while NetworkTables still knows its handles: a Field2d left there is destroyed
+    later, after pyfrc has reset NetworkTables for a robot test, and releases handles whose
+    numbers by then belong to that robot's entries (``Network/CmdVx`` read another key's value
+    in a test_robot.py test that ran after this module; tests/conftest.py's ``robot`` fixture
+    does the same after each robot)."""
+    yield
+    wpilib._wpilib._clearSmartDashboardData()
 
 
 @settings(max_examples=300, deadline=None)

@@ -82,15 +82,24 @@ def read_log_after(text: str, ready: Callable[[Log], bool]) -> Log:
     """What was recorded after the mark ``text``, once the writer thread has written the
     mark and ``ready`` holds for what follows it."""
     seen: list[Log] = []
+    reads = [0, 0]  # reads of the log, reads that had the mark
 
     def caught_up() -> bool:
+        reads[0] += 1
         records = iter(read_log().records)
         if ("Test/Mark", text) not in records:  # consumes the records up to the mark
             return False
+        reads[1] += 1
         seen[:] = [Log(records)]
         return ready(seen[0])
 
-    wait_until(caught_up, what="the data log to be written")
+    try:
+        wait_until(caught_up, what="the data log to be written")
+    except AssertionError as exc:  # what the reads saw: the mark never, or never what follows it
+        logs = [(f.name, f.stat().st_size) for f in Path(wpilib.DataLogManager.getLogDir()).glob("*.wpilog")]
+        after = {name: len(values) for name, values in seen[0].items()} if seen else None
+        seen_as = f"{reads[0]} reads, {reads[1]} with {text!r}; {logs}; after it: {after}"
+        raise AssertionError(f"{exc}: {seen_as}") from None
     return seen[0]
 
 

@@ -70,7 +70,10 @@ def test_a_terminated_run_py_stops_its_child_too(tmp_path: Path) -> None:
         "import os, pathlib, signal, sys, time\n"
         f"def bye(*_): pathlib.Path({str(stopped)!r}).write_text('x'); sys.exit(3)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
-        f"pathlib.Path({str(started)!r}).write_text(str(os.getpid()))\n"
+        # Written whole, then renamed: once `started` exists it holds the pid (a file that
+        # existed before its pid was written let the test signal a child still writing it).
+        f"pathlib.Path({str(started)!r} + '.part').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.part', {str(started)!r})\n"
         "while True: time.sleep(0.05)\n"
     )
     parent = (
