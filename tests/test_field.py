@@ -46,6 +46,9 @@ VX = 0.5
 #: after a long partition takes up to ~2 s: an attempt made during it waits for its
 #: handshake until the partition ends).
 BEFORE_S = 2.0
+#: A drop this long always costs the link, however the machine schedules the robot; a
+#: shorter one (0.3 s, 0.1 s over the link timeout) may not on a busy machine.
+SURE_DROP_S = 1.0
 AFTER_S = 4.0
 
 
@@ -141,6 +144,13 @@ def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport
         f"outage(s): {outages}"
     )
     assert late == []
+    if not replay.outages and drop < SURE_DROP_S:
+        # Just over the link timeout, a robot process the machine held back (2 cores, other
+        # workers) can find the held bytes on its return before its own 200 ms have run out:
+        # it kept the link, and the host saw no outage. What was late was skipped: no command
+        # ran late, checked above; there is no resume to check.
+        print("the robot kept the link through the drop (a busy machine held it back)")
+        return
     assert replay.outages, "the partition cost no outage: the robot never dropped the link"
     assert all(o.back_at is not None for o in replay.outages), outages
     # The path carried on after the link came back, up to its last command.
