@@ -48,7 +48,7 @@ ALL_ENV = "BCNP_TEST_ALL"
 #: on the wall clock, ``robotpy test`` runs), first in the run: ``python run.py test`` hands
 #: out whole modules to its xdist workers in collection order (``--dist loadfile
 #: --no-loadscope-reorder``), and one of these started last would finish alone.
-LONGEST_FIRST = ("test_field.py", "test_field_restart.py", "test_tiers.py")
+LONGEST_FIRST = ("test_field.py", "test_examples.py", "test_field_restart.py", "test_tiers.py")
 
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")
