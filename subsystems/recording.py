@@ -27,6 +27,10 @@ byte or per queued message (a 65,535-message packet is one entry):
 * ``BCNP/Gyro``: the drivetrain's gyro when it changes: ``ok``, ``not answering: why``
   (the wheel loops drive alone), ``none``.
 
+WPILib's writer pauses the whole log for good when it falls behind the records
+(a slow USB stick, a starved writer thread); the recorder resumes it when the
+robot starts and once a second, so a stall costs what fell in it only.
+
 Controller and refusal events are read from the servers' counters once per
 tick, so the transports need no hook for them and the tick pays a few
 attribute reads.
@@ -98,9 +102,20 @@ class _ServerWatch:
         self.left_uncounted = False  # the last tick saw its peer go before its count rose
 
 
+#: Ticks between two resumes of the data log (1 s): see :meth:`BcnpRecorder.tick`.
+RESUME_EVERY_TICKS = 50
+
+
 class BcnpRecorder:
     def __init__(self, log: DataLog, link: BcnpLink) -> None:
         self.link = link
+        # WPILib's log writer pauses the log for good when it falls behind (a slow USB stick,
+        # a starved thread: "outgoing buffers exceeded threshold, pausing logging"); the
+        # recorder resumes it at start and then once a second, so a stall loses what fell in
+        # it, never the rest of the match. A writer still behind pauses it again.
+        self._log = log
+        self._ticks = 0
+        log.resume()
         self.local_hash = link.schema.hash
         self._packet_type = StringLogEntry(log, PREFIX + "Packet/Type")
         self._packet_count = IntegerLogEntry(log, PREFIX + "Packet/Count")
@@ -147,6 +162,10 @@ class BcnpRecorder:
 
     def tick(self, drivetrain: Drivetrain) -> None:
         """After the tick's work: what changed since the last tick."""
+        self._ticks += 1
+        if self._ticks >= RESUME_EVERY_TICKS:
+            self._ticks = 0
+            self._log.resume()
         link = self.link
         active = link.queue.active()
         if active is not self._active:

@@ -241,3 +241,23 @@ def test_the_robots_mode_is_recorded(sim: Sim) -> None:
     log = read_log_after(text, three_modes)
     assert log["NT:/SmartDashboard/Network/Mode"][-3:] == ["autonomous", "teleop", "disabled"]
     assert log["NT:/SmartDashboard/Network/Enabled"][-3:] == [True, False]  # teleop is enabled too: no change
+
+
+def test_a_log_the_writer_paused_is_resumed_within_a_second(sim: Sim) -> None:
+    """WPILib's writer pauses the log for good when it falls behind (it pauses it as
+    DataLog.pause() does): the recorder resumes it, and what the robot does a second later
+    is recorded again."""
+    sim.tick(2)
+    log = wpilib.DataLogManager.getLog()
+    log.pause()
+    lost = mark()  # dropped: the log is paused
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(0.2, ms=300)], clear_queue=True)
+        sim.run(0.5, host)
+        sim.run(0.6, host)  # past the recorder's next resume (once a second of ticks)
+        text = mark()
+        sim.deliver(host.send, [cmd(0.7, ms=300)], clear_queue=True)
+        sim.run(0.1, host)
+        after = read_log_after(text, lambda log: 0.7 in log["BCNP/Command/Vx"])
+    assert after["BCNP/Command/Vx"] == [0.7]
+    assert ("Test/Mark", lost) not in read_log().records
