@@ -1,11 +1,13 @@
 """The robot loop under load: ``robotpy sim`` driven over TCP, its keys read through NetworkTables.
 
-    flock /tmp/bcnp-sim.lock python -m benchmarks.loop_timing [--flood-seconds 60] [--big-seconds 60]
+    python -m benchmarks.loop_timing [--flood-seconds 60] [--big-seconds 60]
         [--soak-seconds 600] [--settle-seconds 10] [--rss-every 5]
 
-Starts ``python -m robotpy sim --nogui`` with ``BCNP_SIM_AUTONOMOUS=1`` (BCNP on
-a free port, ``--bcnp-port`` to choose) and an NT4 client on 127.0.0.1:5810,
-connects one TCP controller, then runs:
+Starts the robot headless with the benchmarks' one launcher
+(:class:`benchmarks.simbot.SimRobot`: autonomous, enabled; BCNP on a free port,
+``--bcnp-port`` to choose; NetworkTables on a free port of its own,
+``BCNP_SIM_NT_PORT``) and an NT4 client on it, connects one TCP controller,
+then runs:
 
 0. idle     the link up, keepalives only (``--settle-seconds``);
 1. flood    one packet per 20 ms DriveCmd, as fast as TCP takes them;
@@ -37,10 +39,9 @@ stall. The probes also read how much of each lateness they spent waiting for
 a CPU (``/proc/thread-self/schedstat``), so CPU contention (the sender and
 the sim busy on 2 cores) can be told from the machine standing still.
 
-The sim's NetworkTables port (5810) is fixed: run this under ``flock`` as shown,
-so two sims never overlap. It refuses to start when something already listens
-on 5810, and never leaves the sim running. Exit status 1 when the sim died or
-could not be started or driven.
+The sim's NetworkTables server is on a port of its own, so another sim beside
+it (a user's, a test's) is never the one read. It never leaves the sim running.
+Exit status 1 when the sim died or could not be started or driven.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ import ctypes
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -60,16 +60,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import ntcore
 
 from bcnp import CLEAR_QUEUE, encode_packet
 from bcnp.host.client import Client, LinkError
+from benchmarks.simbot import SimRobot, free_port
 from messages import SCHEMA, DriveCmd
 
 ROOT = Path(__file__).resolve().parent.parent
-NT_PORT = 5810
 NETWORK = "/SmartDashboard/Network/"
 #: Rolling loop figures: the worst value published during a phase is reported.
 WORST_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs")
@@ -92,7 +91,7 @@ class SimDied(RuntimeError):
 
 
 def _child_setup() -> None:
-    """In the sim process before exec: SIGINT stops it even if our parent ignores
+    """In a probe process before exec: SIGINT stops it even if our parent ignores
     SIGINT, and it is sent SIGTERM if this script dies (Linux)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     with contextlib.suppress(OSError, AttributeError):
@@ -100,72 +99,19 @@ def _child_setup() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def check(sim: SimRobot) -> None:
+    """Raise :class:`SimDied` when the robot process has exited."""
+    if not sim.alive():
+        raise SimDied(f"the sim exited with status {sim.returncode}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Sim:
-    def __init__(self, bcnp_port: int, log: IO[bytes]) -> None:
-        env = dict(os.environ, BCNP_SIM_AUTONOMOUS="1", BCNP_PORT=str(bcnp_port))
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "robotpy", "sim", "--nogui"],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def check(self) -> None:
-        code = self.proc.poll()
-        if code is not None:
-            raise SimDied(f"the sim exited with status {code}")
-
-    def rss_mib(self) -> float:
-        """Resident memory of the sim process (``VmRSS``), MiB."""
-        try:
-            text = Path(f"/proc/{self.pid}/status").read_text()
-        except OSError:
-            self.check()
-            raise
-        for line in text.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS in /proc/<pid>/status")
-
-    def stop(self) -> None:
-        proc = self.proc
-        if proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            proc.send_signal(sig)
-            try:
-                proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-    def tail(self, lines: int = 30) -> str:
-        self.log.flush()
-        try:
-            text = Path(self.log.name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+def rss_mib(sim: SimRobot) -> float:
+    """Resident memory of the sim process, MiB."""
+    try:
+        return sim.rss_bytes() / 2**20
+    except OSError:
+        check(sim)
+        raise
 
 
 # -- machine stalls, seen by a process that does nothing else -------------------------------------------
@@ -250,10 +196,10 @@ class StallProbe:
 
 
 class Keys:
-    def __init__(self) -> None:
+    def __init__(self, nt_port: int) -> None:
         self.inst = ntcore.NetworkTableInstance.create()
         self.inst.startClient4("bcnp-loop-timing")
-        self.inst.setServer("127.0.0.1", NT_PORT)
+        self.inst.setServer("127.0.0.1", nt_port)
         options = ntcore.PubSubOptions(periodic=0.02, sendAll=True, pollStorage=4096)
         self.subs = {
             key: self.inst.getDoubleTopic(NETWORK + key).subscribe(math.nan, options)
@@ -395,7 +341,9 @@ def _mono_us() -> int:
 
 
 class Bench:
-    def __init__(self, sim: Sim, keys: Keys, client: Client, rss_every: float, probe: StallProbe) -> None:
+    def __init__(
+        self, sim: SimRobot, keys: Keys, client: Client, rss_every: float, probe: StallProbe
+    ) -> None:
         self.sim = sim
         self.keys = keys
         self.probe = probe
@@ -405,11 +353,11 @@ class Bench:
     def _watch(self, phase: Phase, until: float, t0: float, done: Callable[[], bool] | None = None) -> None:
         next_rss = time.monotonic()
         while time.monotonic() < until and not (done is not None and done()):
-            self.sim.check()
+            check(self.sim)
             phase.note(self.keys.drain())
             now = time.monotonic()
             if now >= next_rss:
-                phase.rss.append((now - t0, self.sim.rss_mib()))
+                phase.rss.append((now - t0, rss_mib(self.sim)))
                 next_rss += self.rss_every
             time.sleep(0.1)
 
@@ -418,7 +366,7 @@ class Bench:
         deadline = time.monotonic() + 15
         last, steady_since = self.keys.get("MessagesRx"), time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - steady_since < 0.5:
-            self.sim.check()
+            check(self.sim)
             phase.note(self.keys.drain())
             time.sleep(0.1)
             value = self.keys.get("MessagesRx")
@@ -432,7 +380,7 @@ class Bench:
         phase.start = self.keys.snapshot()
         t0 = time.monotonic()
         t0_us = _mono_us()
-        phase.rss.append((0.0, self.sim.rss_mib()))
+        phase.rss.append((0.0, rss_mib(self.sim)))
         stop = threading.Event()
         thread = None
         if sender is not None:
@@ -445,11 +393,11 @@ class Bench:
         if thread is not None:
             thread.join(30)
             if thread.is_alive():
-                self.sim.check()
+                check(self.sim)
                 raise RuntimeError(f"{name}: the sender is stuck (the robot stopped reading)")
         phase.seconds = time.monotonic() - t0
         if phase.sent.error is not None:
-            self.sim.check()
+            check(self.sim)
             raise RuntimeError(f"{name}: sending failed: {phase.sent.error}")
         self._settle_rx(phase)
         phase.note(self.keys.drain())
@@ -459,7 +407,7 @@ class Bench:
         phase.t0_us = t0_us
         phase.overruns_at = [t for t in self.keys.overruns_at if t0_us <= t < t1_us]
         phase.stalls = self.probe.between(t0_us - STALL_MATCH_US[0], t1_us)
-        phase.rss.append((time.monotonic() - t0, self.sim.rss_mib()))
+        phase.rss.append((time.monotonic() - t0, rss_mib(self.sim)))
         return phase
 
     def settle(self, seconds: float) -> None:
@@ -467,7 +415,7 @@ class Bench:
         self.client.stop()
         until = time.monotonic() + seconds
         while time.monotonic() < until:
-            self.sim.check()
+            check(self.sim)
             self.keys.drain()
             time.sleep(0.1)
 
@@ -564,10 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bcnp-port", type=int, default=0, help="the sim's BCNP port (0: a free one)")
     args = parser.parse_args(argv)
 
-    if _listening(NT_PORT):
-        print(f"error: something already listens on {NT_PORT} (another sim?); not starting", file=sys.stderr)
-        return 1
-    port = args.bcnp_port or _free_port()
+    port = args.bcnp_port or free_port()
+    nt_port = free_port()
     print(
         f"bcnp loop timing: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
         f"load average {_load()} (a shared machine: other work may run concurrently)"
@@ -579,23 +525,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     sys.stdout.flush()
 
-    with tempfile.NamedTemporaryFile(prefix="bcnp-sim-", suffix=".log", delete=False) as log:
+    with tempfile.TemporaryDirectory(prefix="bcnp-loop-timing-") as folder:
         probe = StallProbe()
-        sim = Sim(port, log)
+        sim = SimRobot(Path(folder), port, env={"BCNP_SIM_NT_PORT": str(nt_port)})
         keys: Keys | None = None
         client: Client | None = None
         status = 0
         try:
-            keys = Keys()
+            sim.start()
+            keys = Keys(nt_port)
             deadline = time.monotonic() + 60
             while keys.hash.get() == "":
-                sim.check()
+                check(sim)
                 if time.monotonic() > deadline:
                     raise RuntimeError("the sim published no Network/SchemaHash within 60 s")
                 time.sleep(0.1)
             print(f"sim pid {sim.pid} up; schema {keys.hash.get()}")
             while True:
-                sim.check()
+                check(sim)
                 try:
                     client = Client(SCHEMA, "127.0.0.1", port, timeout=5.0).connect()
                     break
@@ -614,10 +561,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, seconds, sender in plan:
                 bench.settle(args.settle_seconds)
                 report(bench.run(name, seconds, sender), soak=sender is soak_sender)
-            sim.check()
+            check(sim)
             print(f"sim alive at the end; load average {_load()}")
         except SimDied as exc:
-            print(f"error: {exc}; its log ends:\n{sim.tail()}", file=sys.stderr)
+            print(f"error: {exc}; its output ends:\n{sim.output(30)}", file=sys.stderr)
             status = 1
         except (RuntimeError, LinkError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -631,8 +578,6 @@ def main(argv: list[str] | None = None) -> int:
                 keys.close()
             sim.stop()
             probe.stop()
-            with contextlib.suppress(OSError):
-                os.unlink(log.name)
     return status
 
 

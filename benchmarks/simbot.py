@@ -15,17 +15,15 @@ on a port of its own and its ``.wpilog`` in a folder of its own::
 
 Ports. BCNP uses one number for TCP and UDP; ``port=0`` picks one that is free
 for both (bound on all interfaces, as the robot binds it) and keeps it across
-restarts. NetworkTables is another matter: the simulator always serves it on
-1735 and 5810 (``robotpy sim`` starts the server with the default ports; no
-setting or environment variable moves them). Several SimRobots, or a SimRobot
-beside a user's sim, still run side by side: the first process to start holds
-5810, the others log ``NT4 server socket error: address already in use`` and
-run without an NT server, BCNP and their data logs unaffected. Only an NT
-client (``bcnp monitor``, ``benchmarks.loop_timing``) cares which robot it
-reaches; a benchmark that reads NT must make sure it is the only sim (see
-``benchmarks/loop_timing.py``: ``flock /tmp/bcnp-sim.lock``). Without
-``--nogui`` no HAL sim extension (websockets, DS socket) is loaded, so nothing
-else is bound.
+restarts. NetworkTables: ``robotpy sim`` starts its server on 1735 and 5810;
+``env={"BCNP_SIM_NT_PORT": str(port)}`` moves it to a port of its own (physics.py
+restarts the server there, NT3 closed), which a benchmark or test that reads
+NetworkTables does (``benchmarks/loop_timing.py``, tests/test_modes.py). Without it,
+several SimRobots, or a SimRobot beside a user's sim, still run side by side: the
+first process to start holds 5810, the others log ``NT4 server socket error:
+address already in use`` and run without an NT server, BCNP and their data logs
+unaffected. Without ``--nogui`` no HAL sim extension (websockets, DS socket) is
+loaded, so nothing else is bound.
 
 Readiness. :meth:`SimRobot.start` returns when a TCP connect to
 ``127.0.0.1:port`` succeeds and the robot's BCNP handshake (which it sends to
