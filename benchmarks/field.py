@@ -66,7 +66,7 @@ from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
 from bcnp.paths import PathCommand, load_path
 from benchmarks.report import write_json
-from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
+from benchmarks.simbot import CommandStart, Path2D, SimRobot, deviation, late_commands, read_command_starts
 from messages import SCHEMA, DriveCmd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,8 +208,6 @@ def late(judged: Sequence[Judged], plans: Sequence[Plan]) -> list[tuple[int, int
 
 # -- paths ------------------------------------------------------------------------------------------
 
-Path2D = tuple[list[float], list[float]]
-
 
 def plan_path(commands: Sequence[PathCommand], step: float = 0.005) -> tuple[Path2D, list[float]]:
     """The commanded path: each command held for its duration, as exact arcs every ``step`` s;
@@ -248,22 +246,6 @@ def driven_path(recorder: TelemetryRecorder, track_width: float) -> tuple[Path2D
     ordered = [rows[k] for k in sorted(rows)]
     xs, ys, _ = odometry([float(r[l_col]) for r in ordered], [float(r[r_col]) for r in ordered], track_width)
     return (xs, ys), [float(r[t_col]) for r in ordered]
-
-
-def deviation(driven: Path2D, commanded: Path2D) -> float:
-    """The largest distance from a driven pose to the nearest point of the commanded polyline."""
-    import numpy as np
-
-    px, py = np.asarray(driven[0])[:, None], np.asarray(driven[1])[:, None]
-    ax, ay = np.asarray(commanded[0][:-1])[None, :], np.asarray(commanded[1][:-1])[None, :]
-    bx, by = np.asarray(commanded[0][1:])[None, :], np.asarray(commanded[1][1:])[None, :]
-    dx, dy = bx - ax, by - ay
-    norm = dx * dx + dy * dy
-    safe = np.where(norm > 0, norm, 1.0)
-    u = np.clip(((px - ax) * dx + (py - ay) * dy) / safe, 0.0, 1.0)
-    u = np.where(norm > 0, u, 0.0)
-    dist = np.hypot(ax + u * dx - px, ay + u * dy - py).min(axis=1)
-    return float(dist.max())
 
 
 def same_time_deviation(

@@ -34,17 +34,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ntcore
-
 import constants
 from bcnp.host.client import Client, LinkError, ReconnectPolicy
 from bcnp.host.follow import Follower
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.field import deviation
 from benchmarks.report import write_json
-from benchmarks.simbot import SimRobot
+from benchmarks.simbot import PAUSE_S, TAIL_S, FieldPose, Path2D, SimRobot, deviation, relative
 from messages import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,12 +52,6 @@ DROP_S = 1.0
 RIGHT_SCALE = 0.85
 #: --follow must end this close to the path's end.
 TARGET_M = 0.10
-#: Between cases: the last controller has gone (link timeout) and the robot stands still.
-PAUSE_S = 1.5
-#: Truth still sampled after a case's host returns.
-TAIL_S = 0.5
-
-Path2D = tuple[list[float], list[float]]
 
 
 @dataclass
@@ -92,69 +83,13 @@ class Case:
         }
 
 
-class Truth:
-    """The simulator's pose (x, y, degrees) over NetworkTables, sampled in a thread."""
-
-    def __init__(self) -> None:
-        self.inst = ntcore.NetworkTableInstance.create()
-        self.inst.startClient4("bcnp-benchmark-follow")
-        self.inst.setServer("127.0.0.1", ntcore.NetworkTableInstance.kDefaultPort4)
-        self.sub = self.inst.getDoubleArrayTopic("/SmartDashboard/Field/Robot").subscribe([])
-        self.samples: list[tuple[float, float, float]] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def pose(self, timeout: float = 10.0) -> tuple[float, float, float]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = self.sub.get()
-            if len(value) >= 3:
-                return value[0], value[1], math.radians(value[2])
-            time.sleep(0.02)
-        raise RuntimeError("no pose from the simulator on NetworkTables")
-
-    def record(self) -> None:
-        with self._lock:
-            self.samples = []
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            pose = self.pose()
-            with self._lock:
-                self.samples.append(pose)
-            time.sleep(0.02)
-
-    def stop(self) -> list[tuple[float, float, float]]:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        with self._lock:
-            return list(self.samples)
-
-    def close(self) -> None:
-        self.inst.stopClient()
-        ntcore.NetworkTableInstance.destroy(self.inst)
-
-
-def relative(poses: Sequence[tuple[float, float, float]], origin: tuple[float, float, float]) -> Path2D:
-    ox, oy, oh = origin
-    c, s = math.cos(-oh), math.sin(-oh)
-    xs = [c * (x - ox) - s * (y - oy) for x, y, _ in poses]
-    ys = [s * (x - ox) + c * (y - oy) for x, y, _ in poses]
-    return xs, ys
-
-
 def run_case(
     case: Case,
     robot_port: int,
     commands: Sequence[PathCommand],
     reference: Trajectory,
     limits: DriveLimits,
-    truth: Truth,
+    truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
     udp = case.transport == "udp"
@@ -317,11 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for disturbance in ("drop", "weak"):
             env = {"BCNP_SIM_RIGHT_SCALE": str(RIGHT_SCALE)} if disturbance == "weak" else {}
             robot = SimRobot(Path(tmp) / disturbance, drivetrain=args.drivetrain, env=env)
-            truth: Truth | None = None
+            truth: FieldPose | None = None
             try:
                 log(f"starting the headless sim ({disturbance}) ...")
                 robot.start()
-                truth = Truth()
+                truth = FieldPose(robot.nt_port)
                 truth.pose()
                 if disturbance == "weak":
                     share = delivered_share(robot.port)

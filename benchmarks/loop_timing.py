@@ -513,7 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     port = args.bcnp_port or free_port()
-    nt_port = free_port()
     print(
         f"bcnp loop timing: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
         f"load average {_load()} (a shared machine: other work may run concurrently)"
@@ -527,13 +526,13 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bcnp-loop-timing-") as folder:
         probe = StallProbe()
-        sim = SimRobot(Path(folder), port, env={"BCNP_SIM_NT_PORT": str(nt_port)})
+        sim = SimRobot(Path(folder), port)
         keys: Keys | None = None
         client: Client | None = None
         status = 0
         try:
             sim.start()
-            keys = Keys(nt_port)
+            keys = Keys(sim.nt_port)
             deadline = time.monotonic() + 60
             while keys.hash.get() == "":
                 check(sim)

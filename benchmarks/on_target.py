@@ -1,6 +1,6 @@
 """On target: does the robot drive what it is commanded when the drivetrain is not the model?
 
-    flock /tmp/bcnp-sim.lock python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
+    python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax] [--disturbance none,weak,scrub,sag,mass,all]
         [--loops legacy,tracking] [--paths arc-left,arc-right,figure8]
 
@@ -25,7 +25,7 @@ limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
 trajectory ``--follow`` follows too).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
-model, over NetworkTables, :class:`benchmarks.follow.Truth`), relative to where
+model, over NetworkTables, :class:`benchmarks.simbot.FieldPose`), relative to where
 the robot stood when the case began. Per case: the end position error (m), the
 end heading error (rad) and the largest deviation (m: each true pose's distance
 to the nearest point of the path). Targets (:data:`TARGETS`, printed beside the
@@ -34,11 +34,8 @@ table, never a pass/fail): open loop, the 4 s arcs, both wirings, end within
 with all together. Misses are listed after the table. Exit status 1 only when a
 case could not be driven (a lost link, a simulator that died).
 
-NetworkTables: the simulator always serves it on 5810, and only one process can.
-Run this under ``flock /tmp/bcnp-sim.lock`` as shown, so no other benchmark's
-simulator overlaps it. Before each start it waits until 5810 is free; a
-simulator that could not serve it (another took the port first: the truth would
-be that robot's) is stopped and started again once the port is free.
+NetworkTables: each simulator serves it on a port of its own (:class:`SimRobot`'s
+``nt_port``), where :class:`FieldPose` reads its truth: no other simulator is ever read.
 
 Run time, 2-core VM: about 90 s per (wiring, disturbance) with both loops,
 18 minutes for all 12 (17.9 measured; each case runs in real time).
@@ -51,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,10 +61,8 @@ from bcnp.host.client import Client, LinkError, ReconnectPolicy
 from bcnp.host.follow import Follower
 from bcnp.host.replay import Replay
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.field import deviation
-from benchmarks.follow import PAUSE_S, TAIL_S, Truth, relative
 from benchmarks.report import write_json
-from benchmarks.simbot import SimRobot
+from benchmarks.simbot import PAUSE_S, TAIL_S, FieldPose, SimRobot, deviation, relative
 from messages import SCHEMA
 from physics import DISTURBANCE_ENV, Disturbances
 
@@ -122,10 +116,6 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     "none": (0.05, None),
     **{d: (0.10, 0.05) for d in DISTURBANCES if d != "none"},
 }
-#: The simulator's NetworkTables port (fixed: robotpy sim always serves it there).
-NT_PORT = 5810
-#: How long to wait for another simulator to let go of NT_PORT before giving up.
-NT_WAIT_S = 600.0
 
 Path2D = tuple[list[float], list[float]]
 MODES = ("open", "follow")
@@ -224,7 +214,7 @@ def run_case(
     commands: Sequence[PathCommand],
     reference: Trajectory,
     limits: DriveLimits,
-    truth: Truth,
+    truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
     client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
@@ -265,33 +255,6 @@ def run_case(
 # -- the simulator ---------------------------------------------------------------------------
 
 
-def nt_port_taken() -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", NT_PORT)) == 0
-
-
-def start_robot(robot: SimRobot, log: Callable[[str], object], wait_s: float = NT_WAIT_S) -> None:
-    """Starts ``robot`` once no other process serves NetworkTables, and checks that it serves
-    them itself (the truth is read there)."""
-    deadline = time.monotonic() + wait_s
-    told = False
-    while True:
-        while nt_port_taken():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"port {NT_PORT} stayed taken for {wait_s:g} s: another simulator runs")
-            if not told:
-                log(f"waiting for another simulator to free NetworkTables port {NT_PORT} ...")
-                told = True
-            time.sleep(2.0)
-        robot.start()
-        if "NT4 server socket error" not in robot.output(200):
-            robot.wait_ticking()
-            return
-        robot.stop()
-        log(f"another simulator took port {NT_PORT} first; waiting again")
-
-
 def run_combination(
     wiring: str,
     disturbance: str,
@@ -306,11 +269,12 @@ def run_combination(
     robot = SimRobot(
         tmp / f"{wiring}-{disturbance}-{loops}", drivetrain=wiring, env=environment(disturbance, loops)
     )
-    truth: Truth | None = None
+    truth: FieldPose | None = None
     try:
         log(f"starting the headless sim: {wiring}, {disturbance}, {loops} loops ...")
-        start_robot(robot, log)
-        truth = Truth()
+        robot.start()
+        robot.wait_ticking()
+        truth = FieldPose(robot.nt_port)
         truth.pose()
         for case in cases:
             time.sleep(PAUSE_S)

@@ -15,15 +15,12 @@ on a port of its own and its ``.wpilog`` in a folder of its own::
 
 Ports. BCNP uses one number for TCP and UDP; ``port=0`` picks one that is free
 for both (bound on all interfaces, as the robot binds it) and keeps it across
-restarts. NetworkTables: ``robotpy sim`` starts its server on 1735 and 5810;
-``env={"BCNP_SIM_NT_PORT": str(port)}`` moves it to a port of its own (physics.py
-restarts the server there, NT3 closed), which a benchmark or test that reads
-NetworkTables does (``benchmarks/loop_timing.py``, tests/test_modes.py). Without it,
-several SimRobots, or a SimRobot beside a user's sim, still run side by side: the
-first process to start holds 5810, the others log ``NT4 server socket error:
-address already in use`` and run without an NT server, BCNP and their data logs
-unaffected. Without ``--nogui`` no HAL sim extension (websockets, DS socket) is
-loaded, so nothing else is bound.
+restarts. NetworkTables: ``robotpy sim`` starts its server on 1735 and 5810; each
+SimRobot moves it to a free port of its own (``nt_port``, through ``BCNP_SIM_NT_PORT``:
+physics.py restarts the server there, NT3 closed), so several run side by side, beside
+a user's sim too, and a reader of one robot's keys (:class:`FieldPose`, ``bcnp monitor
+--port``, ``send --nt-port``) never reaches another. Without ``--nogui`` no HAL sim
+extension (websockets, DS socket) is loaded, so nothing else is bound.
 
 Readiness. :meth:`SimRobot.start` returns when a TCP connect to
 ``127.0.0.1:port`` succeeds and the robot's BCNP handshake (which it sends to
@@ -62,12 +59,14 @@ robot still runs.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -150,8 +149,12 @@ class SimRobot:
         env: dict[str, str | None] | None = None,
         python: str | None = None,
         project: Path | None = None,
+        nt_port: int = 0,
     ) -> None:
         self.log_dir = Path(log_dir)
+        #: Its NetworkTables server's port: one of its own (``BCNP_SIM_NT_PORT``), never 5810
+        #: unless asked, so a reader of this robot's keys never reaches another simulator.
+        self.nt_port = nt_port or free_port()
         #: The interpreter that runs the robot (default: this one) and the project folder it runs.
         self.python = python or sys.executable
         self.project = Path(project) if project is not None else ROOT
@@ -183,6 +186,7 @@ class SimRobot:
                 "BCNP_LOG_DIR": str(self.log_dir.resolve()),
                 "BCNP_DRIVETRAIN": self.drivetrain,
                 "BCNP_SIM_AUTONOMOUS": "1",
+                "BCNP_SIM_NT_PORT": str(self.nt_port),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -478,3 +482,90 @@ def late_commands(
         if lateness > tolerance:
             late.append((i, lateness))
     return late
+
+
+class FieldPose:
+    """A simulated robot's true pose (x, y, radians: the physics model's, published as
+    ``/SmartDashboard/Field/Robot``) over NetworkTables on ``nt_port``, sampled in a thread."""
+
+    def __init__(self, nt_port: int) -> None:
+        import ntcore
+
+        self.inst = ntcore.NetworkTableInstance.create()
+        self.inst.startClient4("bcnp-field-pose")
+        self.inst.setServer("127.0.0.1", nt_port)
+        self.sub = self.inst.getDoubleArrayTopic("/SmartDashboard/Field/Robot").subscribe([])
+        self.samples: list[tuple[float, float, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def pose(self, timeout: float = 10.0) -> tuple[float, float, float]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.sub.get()
+            if len(value) >= 3:
+                return value[0], value[1], math.radians(value[2])
+            time.sleep(0.02)
+        raise RuntimeError("no pose from the simulator on NetworkTables")
+
+    def record(self) -> None:
+        with self._lock:
+            self.samples = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pose = self.pose()
+            with self._lock:
+                self.samples.append(pose)
+            time.sleep(0.02)
+
+    def stop(self) -> list[tuple[float, float, float]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            return list(self.samples)
+
+    def close(self) -> None:
+        import ntcore
+
+        self.inst.stopClient()
+        ntcore.NetworkTableInstance.destroy(self.inst)
+
+
+# -- judging a path: the benchmarks' shared geometry --------------------------------------------
+
+#: A path as its x and y coordinates (metres).
+Path2D = tuple[list[float], list[float]]
+#: Between cases: the last controller has gone (link timeout) and the robot stands still.
+PAUSE_S = 1.5
+#: Truth still sampled after a case's host returns.
+TAIL_S = 0.5
+
+
+def relative(poses: Sequence[tuple[float, float, float]], origin: tuple[float, float, float]) -> Path2D:
+    ox, oy, oh = origin
+    c, s = math.cos(-oh), math.sin(-oh)
+    xs = [c * (x - ox) - s * (y - oy) for x, y, _ in poses]
+    ys = [s * (x - ox) + c * (y - oy) for x, y, _ in poses]
+    return xs, ys
+
+
+def deviation(driven: Path2D, commanded: Path2D) -> float:
+    """The largest distance from a driven pose to the nearest point of the commanded polyline."""
+    import numpy as np
+
+    px, py = np.asarray(driven[0])[:, None], np.asarray(driven[1])[:, None]
+    ax, ay = np.asarray(commanded[0][:-1])[None, :], np.asarray(commanded[1][:-1])[None, :]
+    bx, by = np.asarray(commanded[0][1:])[None, :], np.asarray(commanded[1][1:])[None, :]
+    dx, dy = bx - ax, by - ay
+    norm = dx * dx + dy * dy
+    safe = np.where(norm > 0, norm, 1.0)
+    u = np.clip(((px - ax) * dx + (py - ay) * dy) / safe, 0.0, 1.0)
+    u = np.where(norm > 0, u, 0.0)
+    dist = np.hypot(ax + u * dx - px, ay + u * dy - py).min(axis=1)
+    return float(dist.max())

@@ -3,8 +3,8 @@
 The robot in a headless simulator process (benchmarks/simbot.py) as a user starts
 it, a real ``python -m bcnp send`` against it, the robot's NetworkTables read by
 the host tool's own NT4 client. Each robot serves NetworkTables on a port of its
-own (``BCNP_SIM_NT_PORT``, ``--nt-port``), so another simulator running beside
-it (on 5810) is never the one asked.
+own (``SimRobot.nt_port``, ``--nt-port``), so another simulator running beside
+it is never the one asked.
 """
 
 from __future__ import annotations
