@@ -8,7 +8,8 @@ Two tiers. ``robotpy test``, which ``robotpy deploy`` runs before every upload t
 robot (in a pit, between matches), runs the deploy tier: the modules in
 ``DEPLOY_TIER`` (the robot program in every mode and both wirings, pyfrc's stock
 robot tests, the protocol core, the allowlist), property tests with a 25th of their
-examples (``support.examples``): seconds, not minutes. ``python run.py test`` (plain
+examples (``support.examples``), and without the heaviest cases (``full_suite``: packets of
+65,535 messages, floods): seconds, not minutes. ``python run.py test`` (plain
 pytest: the README's test command, CI's) runs every test in full. ``BCNP_TEST_ALL=1``
 makes ``robotpy test`` run everything too.
 """
@@ -118,9 +119,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return cpus + 1
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the rest as collected
+    if os.environ.get(TIER_ENV) == "deploy":
+        # The deploy tier leaves the heaviest cases of its modules to the full suite.
+        heavy = [item for item in items if item.get_closest_marker("full_suite") is not None]
+        if heavy:
+            config.hook.pytest_deselected(items=heavy)
+            items[:] = [item for item in items if item.get_closest_marker("full_suite") is None]
 
 
 @pytest.hookimpl(hookwrapper=True)

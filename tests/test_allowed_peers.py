@@ -256,6 +256,7 @@ def test_udp_refused_datagrams_neither_reach_the_parser_nor_change_the_controlle
 # -- the robot: one line a second per kind of warning ---------------------------------------------
 
 
+@pytest.mark.full_suite
 def test_a_flood_through_the_robot_link_prints_about_one_line_a_second_per_kind(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

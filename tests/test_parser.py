@@ -272,6 +272,7 @@ def test_frame_larger_than_max_buffer_is_reported_and_skipped(schema: bcnp.Schem
     assert c.errors[0] == bcnp.ErrorInfo(PacketError.TOO_MANY_MESSAGES, 0, 1)
 
 
+@pytest.mark.full_suite
 def test_default_max_buffer_holds_the_largest_legal_packet(schema: bcnp.Schema) -> None:
     c = Collector(schema)
     assert c.parser.max_buffer == 11 + 65535 * 20  # DrivetrainTelemetry is the widest message
@@ -390,6 +391,7 @@ def test_search_behind_a_waiting_header_covers_each_byte_once_per_push(schema: b
     assert sliced.errors == whole.errors
 
 
+@pytest.mark.full_suite
 def test_largest_packet_in_search_step_slices_gives_what_one_push_gives(schema: bcnp.Schema) -> None:
     # A real 655 KB frame is searched behind while it streams in; slice by slice that search
     # stays within each push's bytes, and packets, errors and counters come out as in one push.

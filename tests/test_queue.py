@@ -612,6 +612,7 @@ def _allocated_by(fn: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.full_suite
 def test_pushing_a_packet_does_not_decode_its_messages() -> None:
     n = bcnp.MAX_MESSAGES_PER_PACKET
     spy = DecodeCounter()
@@ -645,6 +646,7 @@ def test_pushing_a_packet_does_not_decode_its_messages() -> None:
     assert spy.count == 2
 
 
+@pytest.mark.full_suite
 def test_skipping_a_stale_backlog_does_not_decode_it() -> None:
     n = bcnp.MAX_MESSAGES_PER_PACKET
     spy = DecodeCounter()

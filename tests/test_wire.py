@@ -549,6 +549,7 @@ def max_packet(max_batch: list[bcnp.Message]) -> bytes:
     return bcnp.encode_packet(DRIVE_CMD, max_batch)
 
 
+@pytest.mark.full_suite
 def test_max_packet_size_and_round_trip(max_batch: list[bcnp.Message], max_packet: bytes) -> None:
     assert len(max_packet) == 655_361
     assert max_packet[5:7] == b"\xff\xff"
@@ -558,6 +559,7 @@ def test_max_packet_size_and_round_trip(max_batch: list[bcnp.Message], max_packe
     assert view[-1].durationMs == 65534
 
 
+@pytest.mark.full_suite
 def test_decoding_does_not_build_a_message_per_entry(max_packet: bytes) -> None:
     tracemalloc.start()
     try:
@@ -650,6 +652,7 @@ def test_encode_flags_travel_in_header(flags: int) -> None:
     assert view.clear_queue is bool(flags & 1)
 
 
+@pytest.mark.full_suite
 def test_encode_of_a_big_batch_is_the_wire_integers_packed_back_to_back() -> None:
     # The payload computed independently: every message's wire integers in one struct pack.
     messages = [
