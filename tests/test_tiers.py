@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ALL_ENV, DEPLOY_TIER, ROOT
 
 
@@ -29,21 +30,27 @@ def collected_ids(*extra: str, env: dict[str, str] | None = None) -> set[str]:
     return {line.removeprefix("tests/") for line in result.stdout.splitlines() if "::" in line}
 
 
-def collected(*extra: str, env: dict[str, str] | None = None) -> set[str]:
-    """The test modules ``robotpy test`` collects."""
-    return {test.split("::")[0] for test in collected_ids(*extra, env=env)}
-
-
-def test_robotpy_test_runs_the_deploy_tier_and_all_of_it_when_asked() -> None:
+@pytest.fixture(scope="module")
+def tiers() -> tuple[set[str], set[str]]:
+    """What ``robotpy test`` collects: the deploy tier, and everything (``BCNP_TEST_ALL=1``)."""
     env = {name: "" for name in ("BCNP_TEST_TIER", ALL_ENV)}
-    assert collected(env=env) == set(DEPLOY_TIER)
-    everything = collected(env={**env, ALL_ENV: "1"})
-    assert set(DEPLOY_TIER) < everything and "test_on_target.py" in everything
+    return collected_ids(env=env), collected_ids(env={**env, ALL_ENV: "1"})
 
 
-def test_the_deploy_tier_leaves_the_heaviest_cases_to_the_full_suite() -> None:
-    env = {name: "" for name in ("BCNP_TEST_TIER", ALL_ENV)}
+def modules(ids: set[str]) -> set[str]:
+    return {test.split("::")[0] for test in ids}
+
+
+def test_robotpy_test_runs_the_deploy_tier_and_all_of_it_when_asked(tiers: tuple[set[str], set[str]]) -> None:
+    deploy, everything = tiers
+    assert modules(deploy) == set(DEPLOY_TIER)
+    assert set(DEPLOY_TIER) < modules(everything) and "test_on_target.py" in modules(everything)
+
+
+def test_the_deploy_tier_leaves_the_heaviest_cases_to_the_full_suite(
+    tiers: tuple[set[str], set[str]],
+) -> None:
+    deploy, everything = tiers
     heavy = "test_wire.py::test_max_packet_size_and_round_trip"
-    deploy = collected_ids(env=env)
     assert heavy not in deploy and "test_wire.py::test_drivecmd_packet_bytes_match_reference" in deploy
-    assert heavy in collected_ids(env={**env, ALL_ENV: "1"})
+    assert heavy in everything
