@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import Client, LinkError, ReconnectPolicy
+from bcnp.host.client import Client, ReconnectPolicy
 from bcnp.host.follow import Follower
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.report import write_json
-from benchmarks.simbot import PAUSE_S, TAIL_S, FieldPose, Path2D, SimRobot, deviation, relative
+from benchmarks.simbot import PAUSE_S, FieldPose, Path2D, SimRobot, watch_drive
 from messages import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,10 +100,8 @@ def run_case(
     drop = case.disturbance == "drop"
     half = reference.total / 2 if case.mode == "follow" else sum(c.duration_ms for c in commands) / 2000
     dropped = threading.Event()
-    origin = truth.pose()
-    truth.record()
-    start = time.monotonic()
-    try:
+
+    def drive() -> None:
         client.connect()
         if case.mode == "open":
             replay = Replay(client, commands)
@@ -127,21 +125,17 @@ def run_case(
 
             follower = Follower(client, reference, limits, sleep=sleep)
             client.on_telemetry = follower.on_telemetry
-            result = follower.run()
-            case.outages = len(result.outages)
-    except LinkError as exc:
-        case.error = f"{type(exc).__name__}: {exc}"
+            case.outages = len(follower.run().outages)
+
+    try:
+        watched = watch_drive(truth, drive)
     finally:
-        case.seconds = time.monotonic() - start
-        time.sleep(TAIL_S)
-        poses = truth.stop()
         client.close()
         proxy.stop()
-    case.driven = relative([origin, *poses], origin)
-    end = reference.end
-    case.final_error_m = math.hypot(case.driven[0][-1] - end.x, case.driven[1][-1] - end.y)
-    ref_path = ([s.x for s in reference.states], [s.y for s in reference.states])
-    case.max_deviation_m = deviation(case.driven, ref_path)
+    case.seconds, case.driven = watched.seconds, watched.driven
+    case.error = watched.error or case.error
+    case.final_error_m = watched.end_m(reference)
+    case.max_deviation_m = watched.deviation_m(reference)
     log(f"{case.name}: final {case.final_error_m:.3f} m, largest {case.max_deviation_m:.3f} m")
 
 

@@ -62,7 +62,7 @@ from bcnp.host.follow import Follower
 from bcnp.host.replay import Replay
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.report import write_json
-from benchmarks.simbot import PAUSE_S, TAIL_S, FieldPose, SimRobot, deviation, relative
+from benchmarks.simbot import PAUSE_S, FieldPose, SimRobot, watch_drive
 from messages import SCHEMA
 from physics import DISTURBANCE_ENV, Disturbances
 
@@ -218,10 +218,8 @@ def run_case(
     log: Callable[[str], object],
 ) -> None:
     client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
-    origin = truth.pose()
-    truth.record()
-    start = time.monotonic()
-    try:
+
+    def drive() -> None:
         client.connect()
         if case.mode == "open":
             replay = Replay(client, commands)
@@ -231,20 +229,15 @@ def run_case(
             follower = Follower(client, reference, limits)
             client.on_telemetry = follower.on_telemetry
             case.outages = len(follower.run().outages)
-    except LinkError as exc:
-        case.error = f"{type(exc).__name__}: {exc}"
+
+    try:
+        watched = watch_drive(truth, drive)
     finally:
-        case.seconds = time.monotonic() - start
-        time.sleep(TAIL_S)
-        poses = truth.stop()
         client.close()
-    poses = [origin, *poses]
-    case.driven = relative(poses, origin)
-    end = reference.end
-    case.end_m = math.hypot(case.driven[0][-1] - end.x, case.driven[1][-1] - end.y)
-    case.end_rad = abs(math.remainder(poses[-1][2] - origin[2] - end.heading, math.tau))
-    ref_path = ([s.x for s in reference.states], [s.y for s in reference.states])
-    case.max_deviation_m = deviation(case.driven, ref_path)
+    case.seconds, case.driven = watched.seconds, watched.driven
+    case.error = watched.error or case.error
+    case.end_m, case.end_rad = watched.end_m(reference), watched.end_rad(reference)
+    case.max_deviation_m = watched.deviation_m(reference)
     error = f" ({case.error})" if case.error else ""
     log(
         f"{case.name}: end {case.end_m:.3f} m, {case.end_rad:.3f} rad, "

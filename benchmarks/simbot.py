@@ -569,3 +569,52 @@ def deviation(driven: Path2D, commanded: Path2D) -> float:
     u = np.where(norm > 0, u, 0.0)
     dist = np.hypot(ax + u * dx - px, ay + u * dy - py).min(axis=1)
     return float(dist.max())
+
+
+@dataclass
+class Watched:
+    """One drive watched through the simulator's true pose (:func:`watch_drive`)."""
+
+    #: Every pose sampled (x, y, heading), the first where the robot stood at the start.
+    poses: list[tuple[float, float, float]]
+    seconds: float
+    #: Why the drive ended early (``"LinkClosedError: ..."``), or ``""``.
+    error: str
+
+    @property
+    def driven(self) -> Path2D:
+        """The path driven, relative to the start pose (as a planned path is)."""
+        return relative(self.poses, self.poses[0])
+
+    def end_m(self, reference: Any) -> float:
+        """Distance from where the robot ended to the end of ``reference`` (a Trajectory)."""
+        xs, ys = self.driven
+        return math.hypot(xs[-1] - reference.end.x, ys[-1] - reference.end.y)
+
+    def end_rad(self, reference: Any) -> float:
+        """Heading error at the end, against ``reference``'s end heading."""
+        return abs(math.remainder(self.poses[-1][2] - self.poses[0][2] - reference.end.heading, math.tau))
+
+    def deviation_m(self, reference: Any) -> float:
+        """Largest distance from the driven path to ``reference``'s."""
+        return deviation(self.driven, ([s.x for s in reference.states], [s.y for s in reference.states]))
+
+
+def watch_drive(truth: FieldPose, drive: Callable[[], object]) -> Watched:
+    """Runs ``drive()`` while ``truth`` samples the pose, then :data:`TAIL_S` more. A lost link
+    (``LinkError``) ends the drive and is its ``error``."""
+    from bcnp.host.client import LinkError
+
+    origin = truth.pose()
+    truth.record()
+    start = time.monotonic()
+    error = ""
+    try:
+        drive()
+    except LinkError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        seconds = time.monotonic() - start
+        time.sleep(TAIL_S)
+        poses = truth.stop()
+    return Watched([origin, *poses], seconds, error)

@@ -47,7 +47,7 @@ from ..wire import PacketView
 from .client import Client, LinkDownError
 from .loop import drive
 from .replay import TelemetryRecorder
-from .session import LinkWatch, Outage, Send
+from .session import Outage, Send
 
 __all__ = ["FollowResult", "FollowSession", "Follower"]
 
@@ -412,12 +412,10 @@ class Follower:
         self.start = self.clock()
         if self.recorder is not None:
             self.recorder.start = self.start
-        watch = LinkWatch(self.client.status().generation)
-        self.session.outages = watch.outages
         drive(
             self.client,
             self.session,
-            watch,
+            outages=self.session.outages,
             start=self.start,
             step=self.step,
             clock=self.clock,

@@ -15,8 +15,8 @@ __all__ = ["drive"]
 def drive(
     client: Client,
     session: Session,
-    watch: LinkWatch,
     *,
+    outages: list[Outage],
     start: float,
     step: float,
     clock: Callable[[], float] = time.monotonic,
@@ -25,12 +25,13 @@ def drive(
     on_step: Callable[[], object] | None = None,
 ) -> None:
     """Runs ``session`` on ``client`` until it is finished, its time counted from ``start``
-    (``clock``), one step every ``step`` seconds.
+    (``clock``), one step every ``step`` seconds; each outage is appended to ``outages``.
 
     ``on_outage`` hears of each outage when the link goes and when it is back;
     ``on_step`` is called after each step. Raises :class:`LinkClosedError` when the
     client closes for good (reconnecting off, a schema mismatch, given up) or the
     session ends with the link down."""
+    watch = LinkWatch(client.status().generation, outages)
     while True:
         now = clock()
         elapsed = now - start

@@ -46,7 +46,7 @@ from ..wire import PacketView
 from .client import STAMP_FIELD, Client
 from .loop import drive
 from .schedule import LEAD_S, MIN_REMAINDER_MS, UDP_LEAD_S, ReplaySession, Schedule, due
-from .session import LinkWatch, Outage
+from .session import Outage
 
 __all__ = [
     "LEAD_S",
@@ -222,8 +222,7 @@ class Replay:
         self.start = self.clock()
         if self.recorder is not None:
             self.recorder.start = self.start
-        watch = LinkWatch(self.client.status().generation)
-        self.outages = watch.outages
+        self.outages = []
 
         def step() -> None:
             if on_progress is not None:
@@ -232,7 +231,7 @@ class Replay:
         drive(
             self.client,
             self.session,
-            watch,
+            outages=self.outages,
             start=self.start,
             step=self.step,
             clock=self.clock,

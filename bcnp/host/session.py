@@ -70,13 +70,13 @@ class Outage:
 class LinkWatch:
     """Outages from a client's successive statuses; sans-I/O (see the module docs)."""
 
-    def __init__(self, generation: int) -> None:
+    def __init__(self, generation: int, outages: list[Outage] | None = None) -> None:
         #: The connection the session is on (``LinkStatus.generation``).
         self.generation = generation
         #: The outage under way, if the link is down.
         self.current: Outage | None = None
-        #: Every outage so far, in order.
-        self.outages: list[Outage] = []
+        #: Every outage so far, in order (appended to ``outages`` when given).
+        self.outages: list[Outage] = [] if outages is None else outages
 
     def observe(self, status: LinkStatus, now: float, elapsed: float) -> tuple[Outage | None, Outage | None]:
         """``(went, back)``: the outage that began (seen down for the first time) and the one
