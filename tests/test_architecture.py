@@ -2,8 +2,9 @@
 
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the link
   object, defaults, timebase, codegen), the host's link state machine, its
-  session layer (outages), the replay's schedule, the proxy's fault model and
-  its delivery schedule are sans-I/O: no sockets, threads, clocks or robot libraries.
+  session layer (outages), the replay's schedule, the follower's core, the
+  proxy's fault model and its delivery schedule are sans-I/O: no sockets,
+  threads or clocks, and no robot library but WPILib's math for the follower.
 * No module of the library imports WPILib; only the host monitor and the
   mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
@@ -31,8 +32,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "bcnp"
 #: The host's sans-I/O modules: the link state machine, the session layer, the replay's
-#: schedule, the proxy's fault model and delivery schedule.
-SANS_IO_HOST = ("linkstate.py", "session.py", "schedule.py", "faults.py", "delivery.py")
+#: schedule, the follower's core, the proxy's fault model and delivery schedule.
+SANS_IO_HOST = ("linkstate.py", "session.py", "schedule.py", "following.py", "faults.py", "delivery.py")
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
@@ -47,7 +48,7 @@ ALLOWED = {
     "bcnp/host/robotmode.py": {"ntcore"},
     "bcnp/paths/pathplanner.py": {"wpimath", "pathplannerlib"},
     "bcnp/paths/choreo.py": {"choreo"},
-    "bcnp/host/follow.py": {"wpimath"},
+    "bcnp/host/following.py": {"wpimath"},
 }
 
 

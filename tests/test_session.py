@@ -1,16 +1,20 @@
-"""The host sessions' sans-I/O cores on a made-up timeline: the outage layer (LinkWatch) and the
-replay's schedule and resume (ReplaySession). No sockets, no clock: each step is told the time
-and the link's status, and what it answers is checked."""
+"""The host sessions' sans-I/O cores on a made-up timeline: the outage layer (LinkWatch), the
+replay's schedule and resume (ReplaySession) and the follower's core (FollowSession). No
+sockets, no clock: each step is told the time, the link's status and the telemetry, and what
+it answers is checked."""
 
 from __future__ import annotations
 
 import pytest
 
+from bcnp.host.following import FollowSession
 from bcnp.host.linkstate import LinkLoss, LinkState, LinkStatus
 from bcnp.host.schedule import ReplaySession
 from bcnp.host.session import EndedDown, LinkWatch, Outage, Send
-from bcnp.paths import PathCommand
-from messages import DRIVE_CMD_SPEC
+from bcnp.paths import DriveLimits, PathCommand, from_commands
+from bcnp.schema import Schema
+from bcnp.wire import PacketView, decode_packet, encode_packet
+from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA
 
 
 def up(generation: int, last_loss: LinkLoss | None = None) -> LinkStatus:
@@ -88,3 +92,94 @@ def test_a_path_that_ends_with_the_link_down_ends_the_session_with_the_outage() 
     # Lost only after the whole path had run: the session is over, not failed.
     assert session.finished(0.9, Outage(lost_at=0.6, reason="reset"))
     assert session.finished(0.8, None) and session.where() == "5/5 commands sent"
+
+
+# -- the follower's core ------------------------------------------------------------------------
+
+LIMITS = DriveLimits()
+#: 1 m straight ahead at 0.5 m/s (with the robot's ramps), then at rest.
+STRAIGHT = from_commands([PathCommand(0.5, 0.0, 2000)], LIMITS)
+
+
+def telemetry(
+    schema: Schema, stamp_ms: int, left: float, right: float, left_v: float, right_v: float
+) -> PacketView:
+    """One telemetry packet of one sample, decoded as the client hands it over."""
+    data = encode_packet(DRIVETRAIN_TELEMETRY_SPEC, [(left_v, right_v, left, right, stamp_ms)])
+    return decode_packet(schema, data)
+
+
+def follow(session: FollowSession, now: float, connected: bool = True) -> Send | None:
+    send = session.step(now, now, connected)
+    if send is not None:
+        session.delivered(send, 1)
+    return send
+
+
+def test_the_follower_plans_the_reference_ahead_and_corrects_a_robot_that_lags() -> None:
+    session = FollowSession(STRAIGHT, LIMITS, command_spec=DRIVE_CMD_SPEC)
+    first = follow(session, 0.0)
+    # Nothing heard yet: the reference's own speeds for the horizon, replacing the robot's queue.
+    assert first is not None and first.clear
+    assert [m.durationMs for m in first.messages] == [20] * 10
+    assert follow(session, 0.02) is None  # no news, the plan still reaches past the horizon
+    # Half a second in, the robot reports it has not moved: the correction asks for more than
+    # the reference's speed, for 40 ms, then the reference's speeds again.
+    for t in range(2, 26):
+        follow(session, t * 0.02)
+    ref = STRAIGHT.sample(0.5)
+    session.on_telemetry(telemetry(SCHEMA, 500, 0.0, 0.0, ref.vx, ref.vx), now=0.5)
+    send = follow(session, 0.52)
+    assert send is not None and send.clear
+    correction = send.messages[0]
+    assert correction.durationMs == 40 and correction.vx > STRAIGHT.sample(0.55).vx + 0.1
+    assert session.max_error == pytest.approx(STRAIGHT.sample(session.reference_time).x, abs=0.03)
+
+
+def test_the_followers_reference_waits_through_an_outage_and_while_the_robot_stands_still() -> None:
+    session = FollowSession(STRAIGHT, LIMITS, command_spec=DRIVE_CMD_SPEC)
+    for t in range(0, 51):  # 1 s with the link up
+        follow(session, t * 0.02)
+    assert session.reference_time == pytest.approx(1.0)
+    outage = Outage(lost_at=0.8, reason="closed by the robot")
+    session.went(outage, 1.0)  # seen at 1.0 s: the robot stopped when it last heard us
+    assert session.reference_time == pytest.approx(0.8)
+    assert follow(session, 1.5, connected=False) is None
+    outage.back_at = 2.0
+    session.back(outage, 2.0)
+    send = follow(session, 2.0)
+    assert send is not None and send.clear and session.reference_time == pytest.approx(0.8)
+    # The robot answers but stands still while the reference moves: after 0.1 s by its own
+    # clock the reference goes back to where the standing began and stays there.
+    for n in range(10):
+        session.on_telemetry(telemetry(SCHEMA, 3000 + 20 * n, 0.4, 0.4, 0.0, 0.0), now=2.02 + 0.02 * n)
+        follow(session, 2.02 + 0.02 * n)
+    held = session.reference_time
+    assert held == pytest.approx(0.82, abs=0.03)
+    for n in range(10, 20):
+        session.on_telemetry(telemetry(SCHEMA, 3000 + 20 * n, 0.4, 0.4, 0.0, 0.0), now=2.02 + 0.02 * n)
+        follow(session, 2.02 + 0.02 * n)
+    assert session.reference_time == held
+
+
+def test_the_follower_is_done_at_the_end_and_at_rest() -> None:
+    session = FollowSession(STRAIGHT, LIMITS, command_spec=DRIVE_CMD_SPEC, tolerance=0.02)
+    end = STRAIGHT.end
+    t = 0.0
+    while t < STRAIGHT.total + 0.1:
+        session.on_telemetry(telemetry(SCHEMA, round(t * 1000), 0.0, 0.0, 0.5, 0.5), now=t)
+        follow(session, t)
+        t += 0.02
+    assert not session.done  # moving
+    session.on_telemetry(telemetry(SCHEMA, round(t * 1000), 0.0, 0.0, 0.0, 0.0), now=t)
+    follow(session, t)
+    t += 0.02
+    assert not session.done  # at rest, but the estimate is still at the start
+    session.on_telemetry(telemetry(SCHEMA, round(t * 1000), end.x, end.x, 0.3, 0.3), now=t)
+    follow(session, t)
+    t += 0.02
+    assert not session.done  # at the end, still moving: it would coast on
+    session.on_telemetry(telemetry(SCHEMA, round(t * 1000), end.x, end.x, 0.0, 0.0), now=t)
+    assert follow(session, t) is None and session.done
+    result = session.result(t)
+    assert result.final_error < 0.02 and result.reference_time == pytest.approx(STRAIGHT.total)

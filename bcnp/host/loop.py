@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from .client import Client, LinkClosedError, LinkDownError
 from .session import EndedDown, LinkWatch, Outage, Session
 
-__all__ = ["drive"]
+__all__ = ["SessionDriver", "drive"]
 
 
 def drive(
@@ -63,3 +64,54 @@ def drive(
         if on_step is not None:
             on_step()
         sleep(step)
+
+
+class _Recorder(Protocol):
+    start: float | None
+
+
+class SessionDriver:
+    """What :class:`~bcnp.host.replay.Replay` and :class:`~bcnp.host.follow.Follower` share:
+    a session driven on a connected client with :func:`drive`, one step every ``step``
+    seconds of ``clock``; ``start`` is when the last run began (also the ``recorder``'s)."""
+
+    def __init__(
+        self,
+        client: Client,
+        session: Session,
+        *,
+        step: float,
+        recorder: _Recorder | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], object],
+    ) -> None:
+        self.client = client
+        self._driven = session
+        self.step = step
+        self.recorder = recorder
+        self.clock = clock
+        self.sleep = sleep
+        self.start: float | None = None
+
+    def _drive(
+        self,
+        outages: list[Outage],
+        on_outage: Callable[[Outage], object] | None = None,
+        on_step: Callable[[], object] | None = None,
+    ) -> float:
+        """Runs the session to its end (:func:`drive`); returns the seconds it took."""
+        self.start = start = self.clock()
+        if self.recorder is not None:
+            self.recorder.start = start
+        drive(
+            self.client,
+            self._driven,
+            outages=outages,
+            start=start,
+            step=self.step,
+            clock=self.clock,
+            sleep=self.sleep,
+            on_outage=on_outage,
+            on_step=on_step,
+        )
+        return self.clock() - start

@@ -44,7 +44,7 @@ from ..paths import PathCommand
 from ..schema import Message, MessageSpec, Schema
 from ..wire import PacketView
 from .client import STAMP_FIELD, Client
-from .loop import drive
+from .loop import SessionDriver
 from .schedule import LEAD_S, MIN_REMAINDER_MS, UDP_LEAD_S, ReplaySession, Schedule, due
 from .session import Outage
 
@@ -145,9 +145,9 @@ class Progress:
     telemetry_rows: int
 
 
-class Replay:
+class Replay(SessionDriver):
     """Streams a path to a connected :class:`Client` on the :func:`due` schedule, riding
-    through lost links: a :class:`ReplaySession` driven on the client (:func:`drive`)."""
+    through lost links: a :class:`ReplaySession` driven on the client (:func:`~bcnp.host.loop.drive`)."""
 
     def __init__(
         self,
@@ -165,7 +165,6 @@ class Replay:
     ) -> None:
         if lead is None:
             lead = UDP_LEAD_S if client.udp else LEAD_S
-        self.client = client
         self.session = ReplaySession(
             commands,
             client.command_spec,
@@ -174,11 +173,8 @@ class Replay:
             settle=settle,
             clear_first=clear_first,
         )
-        self.step = step
-        self.recorder = recorder
-        self.clock = clock
-        self.sleep = sleep
-        self.start: float | None = None
+        super().__init__(client, self.session, step=step, recorder=recorder, clock=clock, sleep=sleep)
+        self.recorder: TelemetryRecorder | None = recorder
         self.outages: list[Outage] = []
 
     @property
@@ -219,24 +215,11 @@ class Replay:
         (reconnecting off, a schema mismatch, given up) or the path ends while
         the link is down.
         """
-        self.start = self.clock()
-        if self.recorder is not None:
-            self.recorder.start = self.start
         self.outages = []
 
         def step() -> None:
             if on_progress is not None:
                 on_progress(self.progress())
 
-        drive(
-            self.client,
-            self.session,
-            outages=self.outages,
-            start=self.start,
-            step=self.step,
-            clock=self.clock,
-            sleep=self.sleep,
-            on_outage=on_outage,
-            on_step=step,
-        )
+        self._drive(self.outages, on_outage, step)
         return self.progress()
