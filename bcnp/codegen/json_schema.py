@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..schema import (
+from ..fields import FIELD_TYPES, INT32_MAX
+from ..schema_rules import (
     _CPP_KEYWORDS,
     _FIELD_KEYS,
     _MESSAGE_KEYS,
     _TOP_KEYS,
-    FIELD_TYPES,
-    INT32_MAX,
     NAMESPACE_PATTERN,
     RESERVED_FIELD_WORDS,
     RESERVED_MESSAGE_NAMES,
