@@ -18,11 +18,18 @@ from typing import Any, TypeGuard
 from .fields import FIELD_TYPES, INT32_MAX
 
 __all__ = [
+    "CPP_KEYWORDS",
+    "FIELD_KEYS",
+    "FIELD_NAME_PATTERN",
+    "MESSAGE_KEYS",
+    "MESSAGE_NAME_PATTERN",
     "NAMESPACE_PATTERN",
+    "PYTHON_KEYWORDS",
     "RESERVED_FIELD_NAMES",
     "RESERVED_FIELD_WORDS",
     "RESERVED_MESSAGE_NAMES",
     "SUPPORTED_SCHEMA_VERSION",
+    "TOP_KEYS",
     "is_cpp_namespace",
     "validate_schema_document",
     "version_is_supported",
@@ -32,13 +39,13 @@ __all__ = [
 #: major 3, minor 2 in the header, taken from this string.
 SUPPORTED_SCHEMA_VERSION = "3.2"
 
-_MESSAGE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_FIELD_NAME = re.compile(r"^[a-z][A-Za-z0-9]*$")
+MESSAGE_NAME_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+FIELD_NAME_PATTERN = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _VERSION_SHAPE = re.compile(r"^(\d+)\.(\d+)(\.\d+)?$")
 
 # Field names must be usable as attributes in Python and as members in the
 # generated C++; names the message classes already use are refused too.
-_CPP_KEYWORDS = frozenset(
+CPP_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch
     char char8_t char16_t char32_t class compl concept const consteval constexpr
     constinit const_cast continue co_await co_return co_yield decltype default
@@ -50,7 +57,7 @@ _CPP_KEYWORDS = frozenset(
     union unsigned using virtual void volatile wchar_t while xor xor_eq""".split()
 )
 # Python's hard keywords (soft keywords such as "match" or "type" are valid names).
-_PYTHON_KEYWORDS = frozenset(
+PYTHON_KEYWORDS = frozenset(
     """False None True and as assert async await break class continue def del elif
     else except finally for from global if import in is lambda nonlocal not or pass
     raise return try while with yield""".split()
@@ -75,16 +82,16 @@ def is_cpp_namespace(namespace: str) -> bool:
     """A usable C++ namespace path for the generated header: ``::``-separated
     identifiers, none a keyword, ``std`` or reserved (containing ``__``)."""
     return bool(NAMESPACE_PATTERN.match(namespace)) and not any(
-        part in _CPP_KEYWORDS or part == "std" or "__" in part for part in namespace.split("::")
+        part in CPP_KEYWORDS or part == "std" or "__" in part for part in namespace.split("::")
     )
 
 
 #: Every field name refused as a reserved word (Python, C++ or BCNP).
-RESERVED_FIELD_WORDS = _PYTHON_KEYWORDS | _CPP_KEYWORDS | RESERVED_FIELD_NAMES
+RESERVED_FIELD_WORDS = PYTHON_KEYWORDS | CPP_KEYWORDS | RESERVED_FIELD_NAMES
 
-_TOP_KEYS = frozenset({"$schema", "version", "namespace", "description", "messages"})
-_MESSAGE_KEYS = frozenset({"id", "name", "description", "fields"})
-_FIELD_KEYS = frozenset({"name", "type", "scale", "unit", "description"})
+TOP_KEYS = frozenset({"$schema", "version", "namespace", "description", "messages"})
+MESSAGE_KEYS = frozenset({"id", "name", "description", "fields"})
+FIELD_KEYS = frozenset({"name", "type", "scale", "unit", "description"})
 
 
 def version_is_supported(version: str) -> bool:
@@ -134,9 +141,9 @@ class _Entry:
         seen.add(name)
 
 
-_MESSAGE = _Entry("message", _MESSAGE_KEYS, "PascalCase", _MESSAGE_NAME, RESERVED_MESSAGE_NAMES, "")
+_MESSAGE = _Entry("message", MESSAGE_KEYS, "PascalCase", MESSAGE_NAME_PATTERN, RESERVED_MESSAGE_NAMES, "")
 _FIELD = _Entry(
-    "field", _FIELD_KEYS, "camelCase", _FIELD_NAME, RESERVED_FIELD_WORDS, " in Python, C++ or BCNP"
+    "field", FIELD_KEYS, "camelCase", FIELD_NAME_PATTERN, RESERVED_FIELD_WORDS, " in Python, C++ or BCNP"
 )
 
 
@@ -145,7 +152,7 @@ def validate_schema_document(doc: Any, source: str = "<schema>") -> list[str]:
     problems: list[str] = []
     if not isinstance(doc, dict):
         return [f"{source}: top level must be a JSON object, got {type(doc).__name__}"]
-    _check_keys(doc, _TOP_KEYS, source, problems)
+    _check_keys(doc, TOP_KEYS, source, problems)
     version = doc.get("version")
     if version is None:
         problems.append(f"{source}: 'version' is required (\"{SUPPORTED_SCHEMA_VERSION}\")")

@@ -15,13 +15,15 @@ from typing import Any
 
 from ..fields import FIELD_TYPES, INT32_MAX
 from ..schema_rules import (
-    _CPP_KEYWORDS,
-    _FIELD_KEYS,
-    _MESSAGE_KEYS,
-    _TOP_KEYS,
+    CPP_KEYWORDS,
+    FIELD_KEYS,
+    FIELD_NAME_PATTERN,
+    MESSAGE_KEYS,
+    MESSAGE_NAME_PATTERN,
     NAMESPACE_PATTERN,
     RESERVED_FIELD_WORDS,
     RESERVED_MESSAGE_NAMES,
+    TOP_KEYS,
 )
 
 __all__ = ["json_schema_document", "render_json_schema"]
@@ -39,7 +41,7 @@ def json_schema_document() -> dict[str, Any]:
             "name": {
                 "type": "string",
                 "description": "camelCase; kept as is on the wire side (e.g. durationMs).",
-                "pattern": "^[a-z][A-Za-z0-9]*$",
+                "pattern": FIELD_NAME_PATTERN.pattern,
                 "not": {"enum": sorted(RESERVED_FIELD_WORDS)},
             },
             "type": {"enum": list(FIELD_TYPES)},
@@ -64,15 +66,15 @@ def json_schema_document() -> dict[str, Any]:
             "name": {
                 "type": "string",
                 "description": "PascalCase.",
-                "pattern": "^[A-Z][A-Za-z0-9]*$",
+                "pattern": MESSAGE_NAME_PATTERN.pattern,
                 "not": {"enum": sorted(RESERVED_MESSAGE_NAMES)},
             },
             "description": {"type": "string"},
             "fields": {"type": "array", "minItems": 1, "items": {"$ref": "#/definitions/field"}},
         },
     }
-    assert set(field["properties"]) == _FIELD_KEYS  # type: ignore[call-overload]
-    assert set(message["properties"]) == _MESSAGE_KEYS  # type: ignore[call-overload]
+    assert set(field["properties"]) == FIELD_KEYS  # type: ignore[call-overload]
+    assert set(message["properties"]) == MESSAGE_KEYS  # type: ignore[call-overload]
     doc = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": _ID,
@@ -92,14 +94,14 @@ def json_schema_document() -> dict[str, Any]:
             "namespace": {
                 "type": "string",
                 "pattern": NAMESPACE_PATTERN.pattern,
-                "not": {"pattern": "(^|::)(std|" + "|".join(sorted(_CPP_KEYWORDS)) + ")(::|$)|__"},
+                "not": {"pattern": "(^|::)(std|" + "|".join(sorted(CPP_KEYWORDS)) + ")(::|$)|__"},
             },
             "description": {"type": "string"},
             "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/definitions/message"}},
         },
         "definitions": {"message": message, "field": field},
     }
-    assert set(doc["properties"]) == _TOP_KEYS  # type: ignore[call-overload]
+    assert set(doc["properties"]) == TOP_KEYS  # type: ignore[call-overload]
     return doc
 
 
