@@ -190,7 +190,7 @@ class Client:
         self._last_send = 0.0
         self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
         self._arrived = threading.Condition()
-        self._link = self._new_link()
+        self._connection = self._new_connection()
         self._earlier_parse_errors = 0
         self._keepalive_packet = encode_packet(self.command_spec, ())
         self.bytes_in = 0
@@ -231,7 +231,7 @@ class Client:
 
     @property
     def parse_errors(self) -> int:
-        return self._earlier_parse_errors + self._link.parser.errors
+        return self._earlier_parse_errors + self._connection.parser.errors
 
     def status(self) -> LinkStatus:
         """The link's state now: connected, reconnecting (since when, attempts, why) or closed."""
@@ -251,7 +251,7 @@ class Client:
                 self._changed.wait(0.5 if left is None else min(left, 0.5))
             return True
 
-    def _new_link(self) -> Connection:
+    def _new_connection(self) -> Connection:
         return Connection(
             self.schema,
             opened_at=self.clock(),
@@ -286,9 +286,9 @@ class Client:
         return self
 
     def _open(self) -> socket.socket:
-        """A new connection with a passed handshake (a fresh link: parser and all)."""
-        self._earlier_parse_errors += self._link.parser.errors
-        self._link = self._new_link()
+        """A new socket with a passed handshake (a fresh :class:`Connection`: parser and all)."""
+        self._earlier_parse_errors += self._connection.parser.errors
+        self._connection = self._new_connection()
         return self._connect_udp() if self.udp else self._connect_tcp()
 
     def _unreachable(self, why: str) -> RobotUnreachableError:
@@ -316,11 +316,11 @@ class Client:
             raise self._unreachable(f"no answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise self._unreachable(exc.strerror or str(exc)) from None
-        link = self._link
+        connection = self._connection
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(link.handshake)
-            self.bytes_out += len(link.handshake)
+            sock.sendall(connection.handshake)
+            self.bytes_out += len(connection.handshake)
             outcome: HandshakeAccepted | HandshakeRejected | None = None
             while outcome is None:
                 try:
@@ -328,7 +328,7 @@ class Client:
                 except (ConnectionResetError, BrokenPipeError):
                     chunk = b""
                 if not chunk:
-                    link.connection_lost()
+                    connection.connection_lost()
                     raise LinkClosedError(
                         f"the robot at {self.address} closed the connection before its handshake "
                         "(another controller may own the link)",
@@ -337,7 +337,7 @@ class Client:
                         "closed before the handshake",
                     )
                 self.bytes_in += len(chunk)
-                outcome = link.receive_data(chunk, self.clock())  # type: ignore[assignment]
+                outcome = connection.receive_data(chunk, self.clock())  # type: ignore[assignment]
         except TimeoutError:
             sock.close()
             raise LinkError(
@@ -352,7 +352,7 @@ class Client:
                 raise
             raise LinkClosedError(f"link to {self.address} failed: {exc}", self.host, self.port) from None
         self._handshake_outcome(sock, outcome)
-        link.accept(self.clock())  # telemetry that came with the handshake
+        connection.accept(self.clock())  # telemetry that came with the handshake
         sock.settimeout(None)
         return sock
 
@@ -372,7 +372,7 @@ class Client:
         except OSError as exc:
             sock.close()
             raise self._unreachable(exc.strerror or str(exc)) from None
-        link = self._link
+        connection = self._connection
         deadline = time.monotonic() + self.timeout
         try:
             while True:
@@ -382,8 +382,8 @@ class Client:
                         f"no UDP handshake answer within {self.timeout:g} s; if it is running, another "
                         "controller owns the link (a UDP peer is released after 5 s of silence)"
                     )
-                sock.send(link.handshake)
-                self.bytes_out += len(link.handshake)
+                sock.send(connection.handshake)
+                self.bytes_out += len(connection.handshake)
                 sock.settimeout(min(left, UDP_HANDSHAKE_RETRY_S))
                 try:
                     data = sock.recv(65_536)
@@ -404,12 +404,12 @@ class Client:
             sock.close()
             raise
         now = self.clock()
-        outcome = link.receive_datagram(data, now) if is_handshake_datagram(data) else None
+        outcome = connection.receive_datagram(data, now) if is_handshake_datagram(data) else None
         if isinstance(outcome, HandshakeAccepted | HandshakeRejected):
             self._handshake_outcome(sock, outcome)
         else:
             self._handshake_outcome(sock, check_handshake(data, self.schema.hash))
-        link.accept(now)
+        connection.accept(now)
         sock.settimeout(None)
         self._udp_port = sock.getsockname()[1]
         return sock
@@ -565,10 +565,10 @@ class Client:
                                 self._link_lost("closed by the robot", sock)
                             return
                         self.bytes_in += len(data)
-                        if self.udp:  # a repeated handshake is answered by the link, not parsed
-                            self._link.receive_datagram(data, self.clock())
+                        if self.udp:  # a repeated handshake is answered by the connection, not parsed
+                            self._connection.receive_datagram(data, self.clock())
                         else:
-                            self._link.receive_data(data, self.clock())
+                            self._connection.receive_data(data, self.clock())
                 if interval is not None:
                     now = self.clock()
                     if now - self._last_send >= interval and now >= next_try and not self._send_keepalive():

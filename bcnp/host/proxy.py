@@ -252,7 +252,7 @@ class Proxy:
         self._target_tcp: tuple[int, Address] = (0, ())
         self._target_udp: tuple[int, Address] = (0, ())
         self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._closing = False
         self._t0 = self._now = 0.0
         self._timeout = 0.0
         self.tcp_port = 0  # the bound ports once started; 0: not listening
@@ -262,7 +262,7 @@ class Proxy:
 
     def start(self) -> None:
         """Bind the listening sockets (``OSError`` with a clear message if not) and start the thread."""
-        if self._thread is not None or self._stopping:
+        if self._thread is not None or self._closing:
             raise RuntimeError("a proxy starts once")
         try:
             self._open()
@@ -273,9 +273,9 @@ class Proxy:
         self._thread = threading.Thread(target=self._run, name="bcnp-proxy", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """Close every socket and join the thread; safe to call again."""
-        self._stopping = True
+        self._closing = True
         thread = self._thread
         if thread is None:
             with self._lock:
@@ -290,7 +290,7 @@ class Proxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     def wake(self) -> None:
         """Make the thread look at the clock now (an injected clock moved)."""
@@ -376,7 +376,7 @@ class Proxy:
                 except (OSError, ValueError):  # a socket closed by another thread mid-select
                     ready = []
                 with self._lock:
-                    if self._stopping:
+                    if self._closing:
                         break
                     self._now = now = self._clock()  # once per wake-up: every rule sees one time
                     self._step(ready, now)
