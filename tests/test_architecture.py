@@ -1,9 +1,10 @@
 """The layout's rules, checked on the source so they hold after whoever edits it next.
 
-* The core (schema, wire, parser, dispatcher, queue, telemetry, the link
-  object, defaults, timebase, codegen), the host's link state machine, its
-  session layer (outages), the replay's schedule, the proxy's fault model and
-  its delivery schedule are sans-I/O: no sockets, threads, clocks or robot libraries.
+* The core (schema, wire, parser, dispatcher, queue, telemetry, the connection
+  object, defaults, timebase, codegen), the host's link state machine, the
+  client's errors, its session layer (outages), the replay's schedule, the proxy's
+  fault model and its delivery schedule are sans-I/O: no sockets, threads, clocks
+  or robot libraries.
 * No module of the library imports WPILib; only the host monitor and the
   mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
@@ -30,9 +31,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "bcnp"
-#: The host's sans-I/O modules: the link state machine, the session layer, the replay's
-#: schedule, the proxy's fault model and delivery schedule.
-SANS_IO_HOST = ("linkstate.py", "session.py", "schedule.py", "faults.py", "delivery.py")
+#: The host's sans-I/O modules: the link state machine, the client's errors, the session
+#: layer, the replay's schedule, the proxy's fault model and delivery schedule.
+SANS_IO_HOST = ("linkstate.py", "errors.py", "session.py", "schedule.py", "faults.py", "delivery.py")
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
