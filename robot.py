@@ -145,5 +145,5 @@ class BcnpRobot(wpilib.TimedRobot):
     def endCompetition(self) -> None:
         link = getattr(self, "link", None)
         if link is not None:
-            link.stop()  # the receive threads and sockets go with the robot
+            link.close()  # the receive threads and sockets go with the robot
         super().endCompetition()

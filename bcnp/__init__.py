@@ -4,7 +4,7 @@ The core is sans-I/O: it takes bytes and a ``now`` value in seconds and never
 opens a socket, starts a thread or reads a clock.
 
 * :func:`load_schema` → :class:`Schema` of :class:`MessageSpec` (hash, messages)
-* :class:`Connection` → one link's handshake, framing and liveness (sans-I/O)
+* :class:`Connection` → one connection's handshake, framing and liveness (sans-I/O)
 * :func:`encode_handshake` / :func:`parse_handshake`
 * :func:`encode_packet` / :func:`decode_packet` → :class:`PacketView`
 * :class:`StreamParser` → packets out of a byte stream, with resync
@@ -15,11 +15,11 @@ opens a socket, starts a thread or reads a clock.
 
 from .connection import (
     Connection,
+    ConnectionState,
     HandshakeAccepted,
     HandshakeFailure,
     HandshakeRejected,
     IdleTimeout,
-    LinkState,
 )
 from .dispatcher import Dispatcher, PacketHandler
 from .parser import StreamParser
@@ -71,6 +71,7 @@ __all__ = [
     "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR",
     "Connection",
+    "ConnectionState",
     "Dispatcher",
     "ErrorInfo",
     "FieldSpec",
@@ -79,7 +80,6 @@ __all__ = [
     "HandshakeFailure",
     "HandshakeRejected",
     "IdleTimeout",
-    "LinkState",
     "Message",
     "MessageQueue",
     "MessageQueueConfig",

@@ -1,10 +1,10 @@
-"""The link object: one BCNP link's protocol state, with no I/O.
+"""The connection object: one BCNP connection's protocol state, with no I/O.
 
 Implements "Handshake Protocol" of the BCNP 3.2.2 overview for either end of
-a link, over a byte stream (TCP) or datagrams (UDP):
+a connection, over a byte stream (TCP) or datagrams (UDP):
 
 * both ends send :attr:`Connection.handshake` (``b"BCNP"`` + our schema hash)
-  when the link opens, and nothing else until the peer's handshake matched;
+  when the connection opens, and nothing else until the peer's handshake matched;
 * the peer's handshake is decided here: accepted, or rejected with a
   :class:`HandshakeFailure` (wrong magic, hash mismatch naming both hashes,
   too short, deadline passed);
@@ -12,8 +12,8 @@ a link, over a byte stream (TCP) or datagrams (UDP):
   packets, each handed to ``on_packet(packet, now)``;
 * liveness: when bytes and packets last arrived, the idle timeout (a silent
   peer is dropped) and the link timeout (no packet: the robot stops);
-* with ``end_on_link_loss`` (the robot's servers), a link whose last packet
-  is older than the link timeout is *lost* for good: :class:`LinkLost`, and
+* with ``end_on_link_loss`` (the robot's servers), a connection whose last packet
+  is older than the link timeout has *lost* its link for good: :class:`LinkLost`, and
   nothing that arrives afterwards is parsed. Over a byte stream the robot
   cannot tell bytes a host sent before a drop, held back by retransmission,
   from bytes sent after it, so none of them may start a command: the peer
@@ -24,9 +24,9 @@ Bytes and ``now`` (seconds) go in; events come back as return values. The
 socket loops around it (:mod:`bcnp.transport`, :class:`bcnp.host.client.Client`)
 own the sockets, threads and clocks, and decide what an event costs the peer.
 
-A passed handshake leaves the link :attr:`LinkState.VERIFIED`: whatever the
+A passed handshake leaves the connection :attr:`ConnectionState.VERIFIED`: whatever the
 peer sent behind its handshake is held until the owner calls :meth:`accept`
-(after it has taken the link and dropped the previous peer's commands), so a
+(after it has taken the controller's place and dropped the previous peer's commands), so a
 new peer's packets never arrive before the owner is ready for them.
 """
 
@@ -51,12 +51,12 @@ from .wire import (
 
 __all__ = [
     "Connection",
+    "ConnectionState",
     "HandshakeAccepted",
     "HandshakeFailure",
     "HandshakeRejected",
     "IdleTimeout",
     "LinkLost",
-    "LinkState",
     "MAX_DATAGRAM",
     "check_handshake",
     "is_handshake_datagram",
@@ -72,7 +72,9 @@ _MAGIC_SIZE = len(HANDSHAKE_MAGIC)
 MAX_DATAGRAM = 65_507
 
 
-class LinkState(enum.Enum):
+class ConnectionState(enum.Enum):
+    """Where a :class:`Connection` is in its life: the handshake, then open, then closed."""
+
     HANDSHAKE = "waiting for the peer's handshake"
     VERIFIED = "handshake passed, not yet accepted by the owner"
     OPEN = "open"
@@ -123,7 +125,7 @@ class IdleTimeout:
 @dataclass(frozen=True)
 class LinkLost:
     """No packet for more than ``link_timeout`` seconds (the robot has stopped):
-    the link is closed. ``silent_for`` is how long since the last packet;
+    the link is lost and the connection closed. ``silent_for`` is how long since the last packet;
     ``discarded`` counts the bytes dropped with it (a partial frame, and what
     arrived after the loss)."""
 
@@ -179,9 +181,9 @@ def is_handshake_datagram(data: bytes) -> bool:
 
 
 class Connection:
-    """One link's protocol state, fed with bytes and the time they arrived.
+    """One connection's protocol state, fed with bytes and the time they arrived.
 
-    ``opened_at`` is when the link opened (the handshake deadline counts from
+    ``opened_at`` is when the connection opened (the handshake deadline counts from
     it). Over a stream, call :meth:`receive_data` with every chunk read and
     :meth:`connection_lost` when the stream ends; over datagrams, call
     :meth:`receive_datagram` with each one from the peer. Call
@@ -211,16 +213,17 @@ class Connection:
             raise ValueError("handshake and idle timeouts must be > 0 seconds, the link timeout >= 0")
         self.schema = schema
         self.local_hash = schema.hash
-        #: Our 8-byte handshake: send it when the link opens (and, over UDP, answer each of the peer's).
+        #: Our 8-byte handshake: send it when the connection opens (and, over UDP, answer each of the peer's).
         self.handshake = encode_handshake(schema.hash)
         self.datagrams = datagrams
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = idle_timeout
         self.link_timeout = link_timeout
-        #: Lose the link for good once a packet is older than ``link_timeout`` (see the module docs).
+        #: Close for good once a packet is older than ``link_timeout`` (the link is lost; see the
+        #: module docs).
         self.end_on_link_loss = end_on_link_loss
         self.on_packet = on_packet
-        self.state = LinkState.HANDSHAKE
+        self.state = ConnectionState.HANDSHAKE
         self.opened_at = opened_at
         #: The peer's schema hash once its handshake passed (or failed with the right magic).
         self.remote_hash: int | None = None
@@ -253,17 +256,17 @@ class Connection:
         when these bytes decide it, :class:`LinkLost` when they came after the
         link was lost (they are dropped), else ``None``."""
         state = self.state
-        if state is LinkState.OPEN:
+        if state is ConnectionState.OPEN:
             if self.end_on_link_loss and (lost := self._lost(now, len(data))) is not None:
                 return lost
             self.last_receive = self._now = now
             self.parser.push(data)
             return None
-        if state is LinkState.CLOSED or not data:
+        if state is ConnectionState.CLOSED or not data:
             return None
         self.last_receive = now
         self._received += data
-        if state is LinkState.VERIFIED or len(self._received) < HANDSHAKE_SIZE:
+        if state is ConnectionState.VERIFIED or len(self._received) < HANDSHAKE_SIZE:
             return None
         return self._decide(self._received)
 
@@ -280,32 +283,32 @@ class Connection:
         and is dropped: the owner pairs the peer again only on a new handshake.
         """
         state = self.state
-        if state is LinkState.CLOSED:
+        if state is ConnectionState.CLOSED:
             return None
-        if state is LinkState.OPEN and self.end_on_link_loss:
+        if state is ConnectionState.OPEN and self.end_on_link_loss:
             lost = self._lost(now, len(data))
             if lost is not None:
                 return lost
         if is_handshake_datagram(data):
             self.last_receive = now
-            if state is LinkState.HANDSHAKE:
+            if state is ConnectionState.HANDSHAKE:
                 return self._decide(data)
             outcome = check_handshake(data, self.local_hash)
             if outcome.remote_hash is not None:
                 self.remote_hash = outcome.remote_hash
             return outcome
-        if state is not LinkState.OPEN:
+        if state is not ConnectionState.OPEN:
             return None
         self.last_receive = self._now = now
         self.parser.push(data)
         return None
 
     def accept(self, now: float) -> int:
-        """The owner takes the verified link: what came behind the handshake is
+        """The owner takes the verified connection: what came behind the handshake is
         delivered now. Returns how many bytes that was."""
-        if self.state is not LinkState.VERIFIED:
-            raise RuntimeError(f"accept() on a link that is {self.state.value}")
-        self.state = LinkState.OPEN
+        if self.state is not ConnectionState.VERIFIED:
+            raise RuntimeError(f"accept() on a connection that is {self.state.value}")
+        self.state = ConnectionState.OPEN
         held, self._received = bytes(self._received), bytearray()
         if held:
             self._now = now
@@ -314,23 +317,23 @@ class Connection:
 
     def connection_lost(self) -> HandshakeRejected | None:
         """The stream ended. Before a complete handshake that is a refusal
-        (``TOO_SHORT``); after, the link simply closes."""
+        (``TOO_SHORT``); after, the connection simply closes."""
         state = self.state
         self.close()
-        if state is not LinkState.HANDSHAKE:
+        if state is not ConnectionState.HANDSHAKE:
             return None
         outcome = check_handshake(self._received, self.local_hash)
         return outcome if isinstance(outcome, HandshakeRejected) else None
 
     def check_deadlines(self, now: float) -> HandshakeRejected | IdleTimeout | LinkLost | None:
-        """The handshake deadline (stream links), the link loss (with
+        """The handshake deadline (stream connections), the link loss (with
         ``end_on_link_loss``) or the idle timeout, if passed at ``now``.
 
-        A passed deadline or a lost link closes the link; after an idle timeout
+        A passed deadline or a lost link closes the connection; after an idle timeout
         the owner closes it (:meth:`close` says how many bytes of a partial
         frame went)."""
         state = self.state
-        if state is LinkState.HANDSHAKE and not self.datagrams:
+        if state is ConnectionState.HANDSHAKE and not self.datagrams:
             if elapsed_over(now, self.opened_at, self.handshake_timeout):
                 got = len(self._received)
                 self.close()
@@ -341,7 +344,7 @@ class Connection:
                     None,
                     bytes(self._received),
                 )
-        elif state is LinkState.OPEN:
+        elif state is ConnectionState.OPEN:
             if self.end_on_link_loss and (lost := self._lost(now, 0)) is not None:
                 return lost
             if elapsed_over(now, self.last_receive, self.idle_timeout):
@@ -355,10 +358,10 @@ class Connection:
         return LinkLost(self.link_timeout, silent_for, self.close())
 
     def close(self) -> int:
-        """Close the link; returns the bytes of a partial frame it drops."""
-        if self.state is LinkState.CLOSED:
+        """Close the connection; returns the bytes of a partial frame it drops."""
+        if self.state is ConnectionState.CLOSED:
             return 0
-        self.state = LinkState.CLOSED
+        self.state = ConnectionState.CLOSED
         dropped = self.parser.buffered
         self.parser.reset()
         return dropped
@@ -379,7 +382,7 @@ class Connection:
         last = self.last_packet
         return (
             last is not None
-            and self.state is LinkState.OPEN
+            and self.state is ConnectionState.OPEN
             and not elapsed_over(now, last, self.link_timeout)
         )
 
@@ -387,13 +390,15 @@ class Connection:
     def handshake_received(self) -> int:
         """Bytes of the peer's handshake received so far (at most 8)."""
         return (
-            min(len(self._received), HANDSHAKE_SIZE) if self.state is LinkState.HANDSHAKE else HANDSHAKE_SIZE
+            min(len(self._received), HANDSHAKE_SIZE)
+            if self.state is ConnectionState.HANDSHAKE
+            else HANDSHAKE_SIZE
         )
 
     # -- internals -------------------------------------------------------------------------
 
     def _lost(self, now: float, arriving: int) -> LinkLost | None:
-        """Closes the link and says so when its last packet is older than the link
+        """Closes the connection and says so when its last packet is older than the link
         timeout at ``now``; ``arriving`` bytes came with this check and are dropped.
         Before the first packet there is nothing to lose: the idle timeout applies."""
         last = self.last_packet
@@ -406,7 +411,7 @@ class Connection:
         if outcome.remote_hash is not None:
             self.remote_hash = outcome.remote_hash
         if isinstance(outcome, HandshakeAccepted):
-            self.state = LinkState.VERIFIED
+            self.state = ConnectionState.VERIFIED
             del self._received[:HANDSHAKE_SIZE]
             if self.datagrams:
                 self._received.clear()  # a handshake datagram carries nothing else

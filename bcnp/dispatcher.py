@@ -4,7 +4,7 @@ Implements the spec's "Dispatcher" role: bytes in (with the receive time),
 packets out to the handler registered for their message type. Two ways in:
 :meth:`Dispatcher.push` feeds bytes to a :class:`~bcnp.parser.StreamParser`
 it owns; :meth:`Dispatcher.dispatch` takes packets framed elsewhere (by a
-:class:`~bcnp.connection.Connection`, one per link, as the transports do).
+:class:`~bcnp.connection.Connection`, one per connection, as the transports do).
 Either way it counts what it could not deliver.
 """
 
@@ -48,7 +48,7 @@ class Dispatcher:
             raise ValueError("connection_timeout must be >= 0 seconds")
         self.schema = schema
         self.connection_timeout = connection_timeout
-        #: Parser limits, for this dispatcher's own parser and for links that feed it.
+        #: Parser limits, for this dispatcher's own parser and for the connections that feed it.
         self.max_buffer = max_buffer
         self.max_messages = max_messages
         self.on_error = on_error

@@ -1,6 +1,6 @@
 """Time as the protocol counts it: seconds in, whole microseconds compared.
 
-The queue, the dispatcher, the link object and the transports all compare
+The queue, the dispatcher, the connection object and the transports all compare
 times in whole microseconds, so they agree at every boundary (in float
 seconds 4.03 - 2.03 is 2.0000000000000004, over a 2 s limit, and 0.55 - 0.35
 is 0.20000000000000007, over a 200 ms one).

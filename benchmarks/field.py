@@ -406,7 +406,7 @@ def run_case(
         case.error = f"{type(exc).__name__}: {exc}"
     finally:
         client.close()
-        proxy.stop()
+        proxy.close()
     error = f", {case.error}" if case.error else ""
     log(f"{case.name}: {case.outages} outage(s), {case.dropped} dropped{error}")
 

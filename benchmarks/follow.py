@@ -131,7 +131,7 @@ def run_case(
         watched = watch_drive(truth, drive)
     finally:
         client.close()
-        proxy.stop()
+        proxy.close()
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.final_error_m = watched.end_m(reference)

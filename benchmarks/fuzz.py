@@ -90,10 +90,10 @@ from bcnp import (
 )
 from bcnp.connection import (
     Connection,
+    ConnectionState,
     HandshakeAccepted,
     HandshakeFailure,
     HandshakeRejected,
-    LinkState,
     is_handshake_datagram,
 )
 from bcnp.parser import MAX_CANDIDATES, StreamParser
@@ -660,7 +660,9 @@ class Harness:
                 self.check(outcome is None, "the handshake was decided twice")
                 outcome = result
                 if isinstance(result, HandshakeAccepted):
-                    self.check(not got and link.state is LinkState.VERIFIED, "bytes delivered before accept")
+                    self.check(
+                        not got and link.state is ConnectionState.VERIFIED, "bytes delivered before accept"
+                    )
                     link.accept(now)
         if outcome is None:
             self.check(len(data) < HANDSHAKE_SIZE, "8 bytes or more left the handshake undecided")
@@ -684,7 +686,7 @@ class Harness:
             self.check(got == ref, "stream: packets behind the handshake differ from the rest parsed alone")
         else:
             self.check(not got and link.parser.bytes_received == 0, "stream: bytes of a refused peer parsed")
-            self.check(link.state is LinkState.CLOSED, "stream: a refused link is not closed")
+            self.check(link.state is ConnectionState.CLOSED, "stream: a refused link is not closed")
             if len(data) >= HANDSHAKE_SIZE:
                 assert isinstance(outcome, HandshakeRejected)
                 self.stats["handshakes rejected (tcp)"] += 1

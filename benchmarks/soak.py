@@ -738,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     soak.lives[-1].ended = time.time()
             robot.stop()
             if proxy is not None:
-                proxy.stop()
+                proxy.close()
         report = analyse(soak, starts_error, starts, args.minutes)
         report["seed"] = args.seed
         report["baseline"] = baseline.describe()

@@ -180,7 +180,7 @@ def _tcp_ingest_once(schema: Schema, seed: int) -> float:
     finally:
         if sender.poll() is None:
             sender.kill()
-        server.stop()
+        server.close()
     drained = queue.drain()
     total = _duration_sum(drained)
     parse_errors = server.counters.parse_errors

@@ -299,7 +299,7 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
             },
         )
         results[name] = summary
-    robot.link.stop()
+    robot.link.close()
     return results
 
 

@@ -486,7 +486,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     for _ in range(20):  # the link sees the host go
         _step(robot, **autonomous)
     measure("teleop", robot, {"autonomous": False, "enabled": True}, moving_sticks)
-    robot.link.stop()
+    robot.link.close()
     return 0
 
 

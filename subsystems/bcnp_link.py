@@ -208,10 +208,11 @@ class BcnpLink:
             else:
                 log.info("BCNP %s listening on port %d", server.kind, server.port)
 
-    def stop(self) -> None:
-        self.tcp.stop()
-        self.udp.stop()
-        # The loggers are global: a stopped link's filters must not limit whoever logs next.
+    def close(self) -> None:
+        """End both servers' receive threads and close their sockets."""
+        self.tcp.close()
+        self.udp.close()
+        # The loggers are global: a closed link's filters must not limit whoever logs next.
         for name, warning_filter in self.parts.warning_filters.items():
             logging.getLogger(name).removeFilter(warning_filter)
 
@@ -231,8 +232,8 @@ class BcnpLink:
         lost = self._lost
         if lost is not None:
             self._lost = None
-            server, link, silent_for = lost
-            server.end_lost_link(link, silent_for)
+            server, connection, silent_for = lost
+            server.end_lost_link(connection, silent_for)
         self.connected = owner is not None and owner.link_alive(now)
         if active is None:
             self.command = None
@@ -243,11 +244,11 @@ class BcnpLink:
     def queue_lost_link(self, silent_for: float) -> None:
         """The queue declared the link lost (``SharedQueue.on_link_lost``: in the tick,
         under the queue's lock). The controller whose packets stopped still owns its
-        server's link, if any: one that goes clears the queue, under this lock, before
+        server's connection, if any: one that goes clears the queue, under this lock, before
         another can take its place. :meth:`update` has its server end it."""
         owner = self.owner
-        link = None if owner is None else owner.link
-        self._lost = None if owner is None or link is None else (owner, link, silent_for)
+        connection = None if owner is None else owner.connection
+        self._lost = None if owner is None or connection is None else (owner, connection, silent_for)
 
     def record_telemetry(
         self, wheel_velocities: tuple[float, float], wheel_positions: tuple[float, float], now: float

@@ -66,14 +66,14 @@ def make_robot(schema: bcnp.Schema, kind: type[TcpServer | UdpServer], **config:
 def tcp(schema: bcnp.Schema) -> Iterator[Robot]:
     robot = make_robot(schema, TcpServer)
     yield robot
-    robot.server.stop()
+    robot.server.close()
 
 
 @pytest.fixture
 def udp(schema: bcnp.Schema) -> Iterator[Robot]:
     robot = make_robot(schema, UdpServer)
     yield robot
-    robot.server.stop()
+    robot.server.close()
 
 
 def drive_packet(schema: bcnp.Schema, n: int = 3) -> bytes:
@@ -210,7 +210,7 @@ def test_tcp_allowed_subnet_admits_its_members(schema: bcnp.Schema) -> None:
             assert read_until_closed(outsider) == b""
         assert robot.server.status().peers_refused == 1
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 # -- UDP ---------------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_a_flood_through_the_robot_link_prints_about_one_line_a_second_per_kind(
         wait_until(lambda: link.counter("handshake_rejects") == 2 * flood, what="every reject counted")
         elapsed = time.monotonic() - started
     finally:
-        link.stop()
+        link.close()
 
     lines = Counter(r.name for r in caplog.records if r.name in WARNING_LOGGERS)
     flooded = [

@@ -1,10 +1,11 @@
 """The layout's rules, checked on the source so they hold after whoever edits it next.
 
-* The core (schema, wire, parser, dispatcher, queue, telemetry, the link
-  object, defaults, timebase, codegen), the host's link state machine, its
-  session layer (outages), the replay's schedule, the follower's core, the
-  proxy's fault model and its delivery schedule are sans-I/O: no sockets,
-  threads or clocks, and no robot library but WPILib's math for the follower.
+* The core (schema, wire, parser, dispatcher, queue, telemetry, the connection
+  object, defaults, timebase, codegen), the host's link state machine, the
+  client's errors, its session layer (outages), the replay's schedule, the
+  follower's core, the proxy's fault model and its delivery schedule are
+  sans-I/O: no sockets, threads or clocks, and no robot library but WPILib's
+  math for the follower.
 * No module of the library imports WPILib; only the host monitor and the
   mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
@@ -31,9 +32,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "bcnp"
-#: The host's sans-I/O modules: the link state machine, the session layer, the replay's
-#: schedule, the follower's core, the proxy's fault model and delivery schedule.
-SANS_IO_HOST = ("linkstate.py", "session.py", "schedule.py", "following.py", "faults.py", "delivery.py")
+#: The host's sans-I/O modules: the link state machine, the client's errors, the session
+#: layer, the replay's schedule, the follower's core, the proxy's fault model and delivery schedule.
+SANS_IO_HOST = (
+    "linkstate.py",
+    "errors.py",
+    "session.py",
+    "schedule.py",
+    "following.py",
+    "faults.py",
+    "delivery.py",
+)
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))

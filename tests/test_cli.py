@@ -46,8 +46,8 @@ def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     r.tcp.start()
     r.udp.start()
     yield r
-    r.tcp.stop()
-    r.udp.stop()
+    r.tcp.close()
+    r.udp.close()
 
 
 def test_help_lists_subcommands_and_each_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,7 +102,7 @@ def test_send_over_udp_and_stop(robot: Robot, capsys: pytest.CaptureFixture[str]
     assert main(["send", "--udp", "--port", str(robot.udp.port), "--no-wait", "0.3", "0", "1000"]) == 0
     wait_until(lambda: robot.packets)
     assert robot.packets[0][0].vx == pytest.approx(0.3)
-    robot.udp.stop()  # unlock the peer so the next invocation (a new source port) can pair
+    robot.udp.close()  # unlock the peer so the next invocation (a new source port) can pair
     robot.udp.start()
     before = len(robot.packets)  # the first host's batch, and its goodbye keepalive
     assert main(["send", "--udp", "--port", str(robot.udp.port), "--stop"]) == 0
@@ -129,7 +129,7 @@ def test_schema_mismatch_names_both_hashes(
     try:
         assert main(["send", "--port", str(server.port), "1", "0", "100"]) == 1
     finally:
-        server.stop()
+        server.close()
     err = capsys.readouterr().err
     assert f"0x{test_schema.hash:08X}" in err and "0xE9EFEE08" in err and err.count("\n") == 1
 
@@ -228,7 +228,7 @@ def test_send_reconnects_and_sends_what_is_left_of_its_batch(
     port = robot.tcp.port
     thread, status = run_in_thread(["send", "0.5", "0", "3000", "--port", str(port)])
     wait_until(lambda: len(robot.packets) == 1, what="the batch")
-    robot.tcp.stop()  # the robot program restarts
+    robot.tcp.close()  # the robot program restarts
     again: list[bcnp.PacketView] = []
     dispatcher = Dispatcher(schema)
     dispatcher.register("DriveCmd", lambda packet, now: again.append(packet))
@@ -237,7 +237,7 @@ def test_send_reconnects_and_sends_what_is_left_of_its_batch(
     try:
         thread.join(15)
     finally:
-        restarted.stop()
+        restarted.close()
     assert status == [0]
     out = capsys.readouterr().out
     assert "link lost at" in out and "back at" in out and "resumed at command 0" in out
@@ -255,7 +255,7 @@ def test_replay_gives_up_after_the_time_it_was_given(
     argv = ["replay", str(path), "--port", str(robot.tcp.port), "--give-up-after", "0.3"]
     thread, status = run_in_thread(argv)
     wait_until(lambda: len(robot.packets) >= 1, what="the first packet")
-    robot.tcp.stop()
+    robot.tcp.close()
     thread.join(15)
     assert status == [1]
     captured = capsys.readouterr()

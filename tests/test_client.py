@@ -76,7 +76,7 @@ def make_robot(schema: bcnp.Schema, udp: bool, capacity: int = 70_000) -> Robot:
 def robot(request: pytest.FixtureRequest, schema: bcnp.Schema) -> Iterator[Robot]:
     r = make_robot(schema, request.param == "udp")
     yield r
-    r.server.stop()
+    r.server.close()
 
 
 def commands(schema: bcnp.Schema, n: int, vx: float = 0.5) -> list[bcnp.Message]:
@@ -122,7 +122,7 @@ def test_refused_second_controller_is_a_clear_error(schema: bcnp.Schema) -> None
             with pytest.raises(LinkClosedError, match="another controller"):
                 robot.client(timeout=2.0).connect()
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 # -- sending ----------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_without_reconnecting_the_robot_going_away_ends_iteration_and_fails_send
     robot = make_robot(schema, udp=False)
     client = robot.client(keepalive_interval=None, reconnect=False).connect()
     wait_until(lambda: robot.server.status().handshaken)
-    robot.server.stop()
+    robot.server.close()
     assert list(client.packets()) == []
     assert not client.connected
     with pytest.raises(LinkClosedError, match="closed by the robot"):
@@ -294,7 +294,7 @@ def test_keepalive_thread_idles_while_a_send_blocks(schema: bcnp.Schema) -> None
 def test_without_reconnecting_the_thread_ends_when_a_send_finds_the_link_dead(schema: bcnp.Schema) -> None:
     robot = make_robot(schema, udp=True)
     client = robot.client(keepalive_interval=None, reconnect=False).connect()
-    robot.server.stop()
+    robot.server.close()
     with pytest.raises(LinkClosedError):
         for _ in range(100):  # the first send may still succeed: UDP learns of it from ICMP
             client.send(commands(schema, 1))
@@ -310,7 +310,7 @@ def test_without_reconnecting_the_thread_ends_when_a_send_finds_the_link_dead(sc
 def restart_on_the_same_port(robot: Robot) -> Robot:
     """The robot program restarts: a new server (and queue) where the old one listened."""
     port = robot.server.port
-    robot.server.stop()
+    robot.server.close()
     clock = robot.clock
     dispatcher = Dispatcher(robot.schema)
     queue = MessageQueue(MessageQueueConfig())
@@ -327,7 +327,7 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
     changes: list[LinkStatus] = []
     client = robot.client(keepalive_interval=None, on_link_change=changes.append).connect()
     try:
-        robot.server.stop()  # closes the controller's connection
+        robot.server.close()  # closes the controller's connection
         wait_until(lambda: not client.connected, what="the loss")
         with pytest.raises(LinkDownError, match=r"is down, (re)?connecting \(lost"):
             client.send(commands(schema, 1))
@@ -340,7 +340,7 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
         states = [s.state for s in changes]
         # The first connect is told too, then the loss, the attempts, the reconnect.
         assert states[0] == "connected" and states[1] == "reconnecting" and states[-1] == "connected"
-        # A stopping server closes its controller, with a reset when bytes were left unread.
+        # A closing server closes its controller, with a reset when bytes were left unread.
         assert changes[1].lost_reason in ("closed by the robot", "receive failed: Connection reset by peer")
         # Back: no loss reason or error on a connected status; the loss is kept as the latest one.
         assert changes[-1].lost_reason == "" and changes[-1].last_error == ""
@@ -349,7 +349,7 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
         assert LinkState.CONNECTING in states
     finally:
         client.close()
-        robot.server.stop()
+        robot.server.close()
     assert client.status().state is LinkState.CLOSED and client.closed_reason == "closed by the client"
 
 
@@ -382,14 +382,14 @@ def test_a_loss_after_a_stalled_burst_is_dated_when_the_robot_last_sent(schema: 
             last = encode_packet(spec, [spec(0.0, 0.0, 0.0, 0.0, 5360)])  # cut at the robot's link loss
             assert robot.server.send(last)
             wait_until(lambda: client.telemetry_packets == 10, what="the burst")
-            robot.server.stop()
+            robot.server.close()
             wait_until(lambda: client.status().losses == 1, what="the loss")
             status = client.status()
         assert status.last_loss is not None
         assert status.last_loss.reason in ("closed by the robot", "receive failed: Connection reset by peer")
         assert status.last_loss.at == pytest.approx(50.36, abs=1e-6)  # the last packet's send time
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema: bcnp.Schema) -> None:
@@ -411,7 +411,7 @@ def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema
         assert robot.server.status().peer == source  # the robot sees the same peer
     finally:
         client.close()
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_a_schema_mismatch_on_reconnect_closes_for_good(
@@ -420,7 +420,7 @@ def test_a_schema_mismatch_on_reconnect_closes_for_good(
     robot = make_robot(schema, udp=False)
     client = robot.client(keepalive_interval=None).connect()
     port = robot.server.port
-    robot.server.stop()
+    robot.server.close()
     config = TransportConfig(host="127.0.0.1", port=port)
     other = TcpServer(Dispatcher(test_schema), config, clock=robot.clock)
     other.start()
@@ -432,13 +432,13 @@ def test_a_schema_mismatch_on_reconnect_closes_for_good(
         assert list(client.packets()) == []  # ends: closed for good
     finally:
         client.close()
-        other.stop()
+        other.close()
 
 
 def test_giving_up_after_a_time_without_a_link(schema: bcnp.Schema) -> None:
     robot = make_robot(schema, udp=False)
     client = robot.client(keepalive_interval=None, reconnect=ReconnectPolicy(give_up_after=0.3)).connect()
-    robot.server.stop()
+    robot.server.close()
     try:
         wait_until(lambda: client.closed_reason is not None, timeout=10.0, what="giving up")
         assert (client.closed_reason or "").startswith("no link for 0.3 s (gave up after 0.3 s)")
@@ -459,7 +459,7 @@ def test_reconnecting_leaves_no_socket_behind(schema: bcnp.Schema) -> None:
             wait_until(lambda g=generation: client.status().generation == g, what=f"connection {generation}")
     finally:
         client.close()
-        robot.server.stop()
+        robot.server.close()
     assert open_fds() == fds
 
 
@@ -475,7 +475,7 @@ def test_a_closing_udp_host_frees_the_link_at_the_link_timeout_not_the_idle_time
         wait_until(lambda: not robot.server.status().handshaken, what="the link to be freed")
         assert robot.server.status().link_losses == 1 and robot.server.status().idle_drops == 0
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_every_name_a_host_program_needs_comes_from_bcnp_host() -> None:

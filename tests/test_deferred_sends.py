@@ -51,7 +51,7 @@ def deferred(
     try:
         yield server
     finally:
-        server.stop()
+        server.close()
 
 
 def controller(server: Server, schema: bcnp.Schema) -> socket.socket:

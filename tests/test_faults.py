@@ -84,15 +84,15 @@ class Rig:
     udp: UdpServer
     packets: list[bytes] = field(default_factory=list)  # every packet handed to the queue, in order
 
-    def stop(self) -> None:
-        self.tcp.stop()
-        self.udp.stop()
+    def close(self) -> None:
+        self.tcp.close()
+        self.udp.close()
 
     def tcp_parser(self) -> bcnp.StreamParser:
-        """The parser of the TCP controller's link."""
-        link = self.tcp.link
-        assert link is not None, "no TCP controller"
-        return link.parser
+        """The parser of the TCP controller's connection."""
+        connection = self.tcp.connection
+        assert connection is not None, "no TCP controller"
+        return connection.parser
 
     def tcp_peer(self, rcvbuf: int | None = None) -> socket.socket:
         """A TCP connection that has read the robot's handshake and sent nothing yet."""
@@ -159,7 +159,7 @@ def make_rig(*, capacity: int = 70_000, max_buffer: int | None = None, **config:
     try:
         udp.start()
     except BaseException:
-        tcp.stop()
+        tcp.close()
         raise
     return rig
 
@@ -176,7 +176,7 @@ def rigs() -> Iterator[Callable[..., Rig]]:
 
     yield make
     for rig in made:
-        rig.stop()
+        rig.close()
 
 
 # -- A1: a peer vanishes mid-packet ------------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_handshake_and_packets_in_one_byte_segments(rigs: Callable[..., Rig]) ->
     conn = rig.tcp._pending[0]
     for i, byte in enumerate(HANDSHAKE[:-1]):
         sock.send(bytes([byte]))
-        wait_until(lambda i=i: conn.link.handshake_received == i + 1, what=f"handshake byte {i}")
+        wait_until(lambda i=i: conn.connection.handshake_received == i + 1, what=f"handshake byte {i}")
         rig.clock.advance(0.125)
     rig.tcp_clock.settle()
     assert rig.tcp.counters.handshake_timeouts == 0 and not rig.tcp.status().handshaken
@@ -356,7 +356,7 @@ def test_handshake_and_packets_in_one_byte_segments(rigs: Callable[..., Rig]) ->
 def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Callable[..., Rig]) -> None:
     """10 MiB of random bytes, sprinkled with DriveCmd headers claiming up to 65,535 messages
     and ending in one that still waits for 655 KB, then 300 valid packets: all 300 arrive,
-    intact and in order, and stop() ends the receive thread during an endless flood."""
+    intact and in order, and close() ends the receive thread during an endless flood."""
     rig = rigs()
     rng = random.Random(20_260_101)
     garbage = bytearray(rng.randbytes(10 * 1024 * 1024))
@@ -381,7 +381,7 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
     assert status.handshaken and status.disconnects == 0 and status.internal_errors == 0
     assert rig.tcp_parser().callback_errors == 0 and rig.tcp.buffered == 0
 
-    # Garbage without end: stop() still ends the receive thread within its 1 s bound.
+    # Garbage without end: close() still ends the receive thread within its 1 s bound.
     def flood() -> None:
         try:
             while True:
@@ -394,9 +394,9 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
     mark = rig.tcp.counters.bytes_in
     wait_until(lambda: rig.tcp.counters.bytes_in > mark + 4 * 1024 * 1024, timeout=30, what="the flood")
     t0 = time.monotonic()
-    rig.tcp.stop()
+    rig.tcp.close()
     elapsed = time.monotonic() - t0
-    assert not rig.tcp.running, f"still running {elapsed:.2f} s after stop()"
+    assert not rig.tcp.running, f"still running {elapsed:.2f} s after close()"
     flooder.join(10)
     assert not flooder.is_alive()
     sock.close()
@@ -469,7 +469,7 @@ def test_a_thousand_connect_disconnect_cycles_leak_nothing() -> None:
             wait_until(lambda: len(rig.packets) == 1)
         assert rig.packets == [drive_packet(0, 3)]
     finally:
-        rig.stop()
+        rig.close()
     assert set(threading.enumerate()) <= threads_before
     assert open_fds() == fds_before
 
@@ -665,15 +665,15 @@ def test_the_robot_can_end_a_link_its_server_still_thinks_alive(
 ) -> None:
     """The queue may find the loss first (a packet read just inside the timeout is queued
     after the tick that stopped the robot): ``end_lost_link`` has the receive thread end that
-    controller; asked for a link that has gone already, it does nothing."""
+    controller; asked for a connection that has gone already, it does nothing."""
     rig = rigs()
     server = rig.tcp if transport == "tcp" else rig.udp
     sock, send = rig.controller(transport)
     send(drive_packet(0, 2))
     wait_until(lambda: len(rig.packets) == 1)
-    link = server.link
-    assert link is not None
-    server.end_lost_link(link, 0.21)
+    connection = server.connection
+    assert connection is not None
+    server.end_lost_link(connection, 0.21)
     wait_until(lambda: server.counters.link_losses == 1, what="the requested drop")
     status = server.status()
     assert not status.handshaken and rig.slot.owner is None and rig.queue.size() == 0
@@ -686,7 +686,7 @@ def test_the_robot_can_end_a_link_its_server_still_thinks_alive(
     sock.close()
 
     nxt, send_next = rig.controller(transport)
-    server.end_lost_link(link, 0.3)  # the old link: nothing happens to the new controller
+    server.end_lost_link(connection, 0.3)  # the old connection: nothing happens to the new controller
     send_next(drive_packet(10, 1))
     wait_until(lambda: len(rig.packets) == 2)
     (rig.tcp_clock if transport == "tcp" else rig.udp_clock).settle()

@@ -121,7 +121,7 @@ def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
         assert link.priority.period == constants.LOOP_PERIOD_S
         assert 0 < link.priority.lead <= 0.001
     finally:
-        link.stop()
+        link.close()
 
 
 def _paused_server(schema: bcnp.Schema, calls: list[str]) -> TcpServer:
@@ -158,7 +158,7 @@ def test_the_receive_thread_pauses_before_every_packet_and_every_parse_error(sch
             assert calls.count("pause") >= 2 + errors + 1
             assert all(calls[i - 1] == "pause" for i, c in enumerate(calls) if c.startswith("packet"))
     finally:
-        server.stop()
+        server.close()
 
 
 def test_the_receive_thread_pauses_every_search_step_behind_a_waiting_frame(schema: bcnp.Schema) -> None:
@@ -178,7 +178,7 @@ def test_the_receive_thread_pauses_every_search_step_behind_a_waiting_frame(sche
             assert server.buffered == len(header) + len(filler)  # still waiting for its frame
             assert calls.count("pause") >= len(filler) // SEARCH_STEP
     finally:
-        server.stop()
+        server.close()
 
 
 def test_a_long_search_after_a_failed_frame_goes_on_a_step_at_a_time(schema: bcnp.Schema) -> None:
@@ -197,18 +197,18 @@ def test_a_long_search_after_a_failed_frame_goes_on_a_step_at_a_time(schema: bcn
             good = bcnp.encode_packet(drive, [drive(vx=1.0, omega=0.0, durationMs=20)] * 2)
             sock.sendall(waiting[:-4])
             wait_until(lambda: server.status().bytes_in == len(waiting) - 4, what="the waiting frame")
-            link = server.link
-            assert link is not None and link.parser.search_budget == SEARCH_STEP
+            connection = server.connection
+            assert connection is not None and connection.parser.search_budget == SEARCH_STEP
             calls.clear()
-            searched = link.parser.bytes_searched
+            searched = connection.parser.bytes_searched
             sock.sendall(waiting[-4:] + good)  # bad CRC; the packet behind the fake header is found
             wait_until(lambda: "packet 2" in calls, what="the packet behind the fake header")
-            searched = link.parser.bytes_searched - searched
+            searched = connection.parser.bytes_searched - searched
             assert searched > 5 * SEARCH_STEP  # the long search did happen
             assert calls.count("pause") >= searched // SEARCH_STEP
-            assert not link.search_pending
+            assert not connection.search_pending
     finally:
-        server.stop()
+        server.close()
 
 
 def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp.Schema) -> None:
@@ -232,7 +232,7 @@ def test_a_real_receive_thread_holds_packets_while_the_loop_is_busy(schema: bcnp
             wait_until(lambda: got == [2], what="the packet after the tick")
     finally:
         priority.idle()
-        server.stop()
+        server.close()
 
 
 def _nice(tid: int) -> int:
@@ -254,4 +254,4 @@ def test_the_receive_thread_lowers_only_its_own_priority(schema: bcnp.Schema, ni
         )
         assert _nice(threading.get_native_id()) == base  # the robot thread keeps its priority
     finally:
-        server.stop()
+        server.close()

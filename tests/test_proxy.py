@@ -588,24 +588,24 @@ def test_no_fd_or_thread_leak_over_200_connections() -> None:
         echo.close()
 
 
-def test_stop_closes_everything_resets_open_links_and_is_idempotent(server: socket.socket) -> None:
+def test_close_closes_everything_resets_open_links_and_is_idempotent(server: socket.socket) -> None:
     threads, fds = threading.active_count(), open_fds()
     proxy = Proxy((LOCAL, port_of(server)), udp=True)
     proxy.start()
-    proxy.stop()  # what a start opens, a stop closes
+    proxy.close()  # what a start opens, a close closes
     assert (threading.active_count(), open_fds()) == (threads, fds)
     with Proxy((LOCAL, port_of(server))) as proxy:
         client, upstream = connect(proxy, server)
         proxy.partition()
         client.sendall(b"held")
         received(proxy, "bytes_held", 4)
-    proxy.stop()
+    proxy.close()
     assert peer_closed(client) and peer_closed(upstream)
     client.close()
     upstream.close()
     with pytest.raises(RuntimeError):
         proxy.start()
-    Proxy((LOCAL, 1)).stop()  # never started
+    Proxy((LOCAL, 1)).close()  # never started
     assert (threading.active_count(), open_fds()) == (threads, fds)
 
 
@@ -614,7 +614,7 @@ def test_a_port_in_use_is_an_oserror_that_names_it(server: socket.socket) -> Non
     proxy = Proxy((LOCAL, 1), (LOCAL, taken), udp=False)
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{taken} \\(tcp\\)"):
         proxy.start()
-    proxy.stop()
+    proxy.close()
 
 
 def test_a_proxy_that_would_forward_to_itself_refuses_to_start() -> None:
@@ -622,7 +622,7 @@ def test_a_proxy_that_would_forward_to_itself_refuses_to_start() -> None:
     proxy = Proxy((LOCAL, port), (LOCAL, port))
     with pytest.raises(OSError, match="is this proxy"):
         proxy.start()
-    proxy.stop()
+    proxy.close()
 
 
 def test_bad_faults_are_refused() -> None:

@@ -57,7 +57,7 @@ def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=clock)
     server.start()
     yield Robot(clock, dispatcher, queue, server)
-    server.stop()
+    server.close()
 
 
 def run_replay(robot: Robot, client: Client, commands: list[PathCommand], **kwargs: object) -> Replay:
@@ -130,7 +130,7 @@ def test_without_reconnecting_a_dropped_link_ends_the_replay_with_a_clear_error(
             calls += 1
             robot.clock.advance(seconds)
             if calls == 10:
-                robot.server.stop()  # the robot goes away mid-path
+                robot.server.close()  # the robot goes away mid-path
                 wait_until(lambda: not client.connected, what="the client to see the close")
 
         replay = Replay(client, commands, clock=robot.clock, sleep=sleep)

@@ -64,7 +64,7 @@ def make_robot(schema: bcnp.Schema, **config: object) -> Robot:
 def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     r = make_robot(schema)
     yield r
-    r.server.stop()
+    r.server.close()
 
 
 def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0, vx: float = 0.5) -> bytes:
@@ -146,7 +146,7 @@ def test_slow_handshake_is_closed_after_the_deadline(schema: bcnp.Schema) -> Non
         with robot.connect():
             assert robot.server.status().controllers == 1
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_bytes_after_the_handshake_in_the_same_segment_are_data(robot: Robot) -> None:
@@ -237,7 +237,7 @@ def test_zombie_controller_is_dropped_after_the_idle_timeout(schema: bcnp.Schema
         with robot.connect():
             assert robot.server.status().controllers == 2
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_a_burst_after_the_link_timeout_is_never_parsed_and_the_connection_is_reset(
@@ -279,7 +279,7 @@ def test_a_burst_after_the_link_timeout_is_never_parsed_and_the_connection_is_re
             wait_until(lambda: len(robot.packets) == 2)
             assert robot.server.status().controllers == 2
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_pending_connections_beyond_the_limit_are_refused(schema: bcnp.Schema) -> None:
@@ -292,7 +292,7 @@ def test_pending_connections_beyond_the_limit_are_refused(schema: bcnp.Schema) -
     finally:
         for s in socks:
             s.close()
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_one_controller_across_transports(schema: bcnp.Schema) -> None:
@@ -327,8 +327,8 @@ def test_one_controller_across_transports(schema: bcnp.Schema) -> None:
         assert tcp.status().refused == 1 and not tcp.status().handshaken
         assert tcp.status().bytes_out == 8  # only the first controller's handshake
     finally:
-        tcp.stop()
-        udp.stop()
+        tcp.close()
+        udp.close()
 
 
 # -- sending -----------------------------------------------------------------------------------
@@ -391,13 +391,13 @@ def test_stalled_peer_fills_the_bounded_send_buffer_then_packets_are_refused(sch
         assert robot.server.send(packet)
         sock.close()
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 # -- lifecycle -----------------------------------------------------------------------------------
 
 
-def test_start_stop_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> None:
+def test_start_close_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> None:
     dispatcher = Dispatcher(schema)
     threads, fds = threading.active_count(), open_fds()
     server = TcpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0))
@@ -409,7 +409,7 @@ def test_start_stop_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> Non
                 sock.sendall(encode_handshake(schema.hash))
                 wait_until(lambda: server.status().handshaken)
         t0 = time.monotonic()
-        server.stop()
+        server.close()
         slowest = max(slowest, time.monotonic() - t0)
         assert not server.running
     assert slowest < 1.0
@@ -436,12 +436,12 @@ def test_a_failing_sink_is_counted_and_the_stream_goes_on(robot: Robot) -> None:
 
     robot.dispatcher.dispatch = flaky_dispatch  # type: ignore[method-assign]
     server = TcpServer(robot.dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=robot.clock)
-    robot.server.stop()
+    robot.server.close()
     robot.server = server
     server.start()
     with robot.connect() as sock:
         sock.sendall(drive_packet(robot.schema))
-        wait_until(lambda: server.link is not None and server.link.parser.callback_errors == 1)
+        wait_until(lambda: server.connection is not None and server.connection.parser.callback_errors == 1)
         sock.sendall(drive_packet(robot.schema, 2))
         wait_until(lambda: len(robot.packets) == 1)
     assert robot.packets[0].count == 2 and calls == [3, 2] and server.running
@@ -451,11 +451,11 @@ def test_an_unexpected_error_in_the_receive_thread_is_counted_and_the_thread_liv
     calls = []
     real_feed = robot.server._feed
 
-    def flaky_feed(link: Connection, data: bytes, now: float) -> None:
+    def flaky_feed(connection: Connection, data: bytes, now: float) -> None:
         calls.append(len(data))
         if len(calls) == 1:
             raise RuntimeError("boom")
-        real_feed(link, data, now)
+        real_feed(connection, data, now)
 
     robot.server._feed = flaky_feed  # type: ignore[method-assign]
     with robot.connect() as sock:
@@ -486,7 +486,7 @@ except OSError:
 """
 
 
-def test_a_flood_does_not_keep_the_thread_from_stop_or_new_connections(schema: bcnp.Schema) -> None:
+def test_a_flood_does_not_keep_the_thread_from_close_or_new_connections(schema: bcnp.Schema) -> None:
     """Another process streams one-message packets faster than they can be parsed;
     the receive thread still refuses a second peer at once and stops within 1 s."""
     robot = make_robot(schema)
@@ -503,11 +503,11 @@ def test_a_flood_does_not_keep_the_thread_from_stop_or_new_connections(schema: b
             assert peer_closed(second)
         assert robot.server.status().refused == 1
         t0 = time.monotonic()
-        robot.server.stop()
+        robot.server.close()
         assert time.monotonic() - t0 < 1.0
         assert not robot.server.running
     finally:
-        robot.server.stop()
+        robot.server.close()
         flooder.kill()
         flooder.wait(5)
     assert robot.server.counters.parse_errors == 0 and robot.queue.metrics.overflows > 0

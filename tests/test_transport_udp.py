@@ -65,7 +65,7 @@ def make_robot(schema: bcnp.Schema, **config: object) -> Robot:
 def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     r = make_robot(schema)
     yield r
-    r.server.stop()
+    r.server.close()
 
 
 def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0) -> bytes:
@@ -168,7 +168,7 @@ def test_silent_peer_is_unlocked_and_another_can_pair(schema: bcnp.Schema) -> No
         first.close()
         assert [p.count for p in robot.packets] == [4]
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_after_a_link_loss_the_peer_must_handshake_again(schema: bcnp.Schema) -> None:
@@ -204,7 +204,7 @@ def test_after_a_link_loss_the_peer_must_handshake_again(schema: bcnp.Schema) ->
             assert status.handshaken and status.controllers == 2 and status.link_losses == 1
         assert [p.count for p in robot.packets] == [1, 2, 6]
     finally:
-        robot.server.stop()
+        robot.server.close()
 
 
 def test_telemetry_goes_to_the_locked_peer(robot: Robot) -> None:
@@ -233,7 +233,7 @@ def test_largest_datagram_packet_is_received_intact(robot: Robot) -> None:
     assert robot.queue.drain() == msgs
 
 
-def test_start_stop_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> None:
+def test_start_close_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> None:
     dispatcher = Dispatcher(schema)
     threads, fds = threading.active_count(), open_fds()
     server = UdpServer(dispatcher, TransportConfig(host="127.0.0.1", port=0))
@@ -246,7 +246,7 @@ def test_start_stop_cycles_leave_no_thread_or_socket(schema: bcnp.Schema) -> Non
                 sock.sendto(encode_handshake(schema.hash), ("127.0.0.1", server.port))
                 sock.recv(100)
         t0 = time.monotonic()
-        server.stop()
+        server.close()
         slowest = max(slowest, time.monotonic() - t0)
     assert slowest < 1.0
     assert threading.active_count() == threads

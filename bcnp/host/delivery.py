@@ -1,13 +1,14 @@
 """The fault proxy's delivery schedule, sans-I/O: when each chunk or datagram reaches the other
 side, and what a link drop does to it.
 
-The relay (:class:`~bcnp.host.proxy.Proxy`) tells it what arrived and when
-(:meth:`DeliverySchedule.stream` for a TCP chunk, :meth:`DeliverySchedule.datagram`
-for a UDP datagram) and which events happen (:meth:`~DeliverySchedule.partition`,
-:meth:`~DeliverySchedule.heal`, :meth:`~DeliverySchedule.reset`,
-:meth:`~DeliverySchedule.set_faults`, or the script's, :meth:`~DeliverySchedule.script_due`),
-and asks what is due at a moment (:meth:`~DeliverySchedule.due`). No sockets,
-threads or clock: every call is told the time.
+The proxy's relays (:mod:`bcnp.host.relay_tcp`, :mod:`bcnp.host.relay_udp`) tell it
+what arrived and when (:meth:`DeliverySchedule.stream` for a TCP chunk,
+:meth:`DeliverySchedule.datagram` for a UDP datagram); the proxy
+(:class:`~bcnp.host.proxy.Proxy`) tells it which events happen
+(:meth:`~DeliverySchedule.partition`, :meth:`~DeliverySchedule.heal`,
+:meth:`~DeliverySchedule.reset`, :meth:`~DeliverySchedule.set_faults`, or the script's,
+:meth:`~DeliverySchedule.script_due`) and asks what is due at a moment
+(:meth:`~DeliverySchedule.due`). No sockets, threads or clock: every call is told the time.
 
 * Each direction has its :class:`~bcnp.host.faults.Faults`: latency and jitter per
   item (a seeded random generator per direction, so a run repeats), a bandwidth

@@ -6,8 +6,8 @@ notice, connect and handshake again on its own, and stop trying when trying
 cannot help. :class:`LinkMachine` takes what happened (``connected``,
 ``failed``, ``lost``, ``heard``) with ``now`` and answers :meth:`LinkMachine.poll`
 with what to do next: :class:`Connect`, :class:`Disconnect` (the robot went
-silent), :class:`Wait` or :class:`GiveUp`. The socket loop around it
-(:class:`bcnp.host.client.Client`) only performs the answers.
+silent), :class:`Wait` or :class:`GiveUp`. The socket loop around it (the
+client's :class:`bcnp.host.keeper.LinkKeeper`) only performs the answers.
 
 States, after grpc's connectivity states (its READY is CONNECTED here, its
 TRANSIENT_FAILURE RECONNECTING), each equal to the word it is named by

@@ -27,29 +27,30 @@ direction has its own :class:`Faults`.
   the bytes before it (payload bytes; TCP and UDP of one direction share it).
 
 One background thread serves everything: a selector for the sockets and a heap
-of scheduled deliveries. The fault model is :mod:`bcnp.host.faults`;
-``python -m bcnp proxy`` is its command line (:mod:`bcnp.host.cli.proxy`).
+of scheduled deliveries. The fault model is :mod:`bcnp.host.faults`, the delivery
+schedule :mod:`bcnp.host.delivery`; the relays are :mod:`bcnp.host.relay_tcp` and
+:mod:`bcnp.host.relay_udp` (what they share: :mod:`bcnp.host.relay`); ``python -m
+bcnp proxy`` is its command line (:mod:`bcnp.host.cli.proxy`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import math
-import os
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from ipaddress import ip_address
 from typing import Any, Literal
 
 from ..transport.netio import Waker, format_address
 from .delivery import DeliverySchedule, Direction
 from .faults import Event, Faults, Heal, Partition, Reset, SetFaults, plain
+from .relay import READ, ProxyCounters, Relay, Shared, bound, resolve
+from .relay_tcp import Chunk, TcpRelay
+from .relay_udp import Datagram, UdpRelay
 
 __all__ = [
     "Event",
@@ -61,140 +62,6 @@ __all__ = [
     "Reset",
     "SetFaults",
 ]
-
-Address = tuple[Any, ...]
-
-_RECV_SIZE = 64 * 1024
-#: Bytes one TCP direction may have read and not yet delivered before its source is paused.
-_PIPE_LIMIT = 1 << 20
-#: Datagrams read from one socket per wake-up, so one busy socket cannot starve the rest.
-_UDP_BURST = 64
-#: What a non-blocking connect returns while it goes on (10035: WSAEWOULDBLOCK).
-_CONNECTING = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, 10035}
-_LINGER_RST = struct.pack("HH" if os.name == "nt" else "ii", 1, 0)
-_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-
-
-@dataclass(slots=True)
-class ProxyCounters:
-    """What a proxy has counted since it started; ``tcp_open``, ``udp_clients`` and ``bytes_held`` are now."""
-
-    tcp_accepted: int = 0  # client connections accepted
-    tcp_open: int = 0  # client connections open
-    upstream_refused: int = 0  # upstream connects refused or failed: the client was reset
-    peer_errors: int = 0  # a peer reset or vanished (read, write, accept), or the target refused a datagram
-    bytes_from_clients: int = 0  # payload read from clients, TCP and UDP
-    bytes_to_target: int = 0  # payload delivered to the target
-    bytes_from_target: int = 0
-    bytes_to_clients: int = 0
-    udp_received: int = 0  # datagrams read, either side
-    udp_forwarded: int = 0  # datagrams delivered, duplicates included
-    udp_dropped: int = 0  # lost on purpose, cut by a partition or reset, or refused by the OS
-    udp_duplicated: int = 0
-    udp_reordered: int = 0
-    udp_clients: int = 0  # client source addresses with an upstream socket
-    partitions: int = 0  # partitions started
-    resets: int = 0
-    bytes_held: int = 0  # held by the partition in force
-    internal_errors: int = 0  # unexpected exceptions caught in the proxy's thread
-
-
-class _Pipe:
-    """One direction of one TCP connection."""
-
-    def __init__(self, direction: Direction) -> None:
-        self.direction: Direction = direction
-        self.out = bytearray()  # due, waiting for the destination socket to take it
-        self.pending = 0  # read and not yet written: scheduled, held or in ``out``
-        self.last_due = -math.inf  # chunks leave in order
-        self.eof_read = False  # the source closed or reset: read no more
-        self.end: str | None = None  # "eof" or "reset", passed on after the last byte
-        self.done = False  # the end was passed on
-
-    def readable(self) -> bool:
-        """Whether to read more from the source: not ended, and not too far ahead of the destination."""
-        return not self.eof_read and self.pending < _PIPE_LIMIT
-
-
-class _Conn:
-    def __init__(self, client: socket.socket, peer: str) -> None:
-        self.client = client
-        self.peer = peer
-        self.upstream: socket.socket | None = None
-        self.connecting = False
-        self.closed = False
-        self.up, self.down = _Pipe("up"), _Pipe("down")
-
-    def ends(self, pipe: _Pipe) -> tuple[socket.socket | None, socket.socket | None]:
-        """(source, destination) of ``pipe``."""
-        return (self.client, self.upstream) if pipe is self.up else (self.upstream, self.client)
-
-
-@dataclass(eq=False)
-class _UdpPeer:
-    client: Address
-    sock: socket.socket
-    last_seen: float
-    closed: bool = False
-
-
-@dataclass(eq=False)
-class _Chunk:
-    conn: _Conn
-    pipe: _Pipe
-    data: bytes
-    end: str | None = None
-    datagram = False
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def dead(self) -> bool:
-        return self.conn.closed
-
-
-@dataclass(eq=False)
-class _Datagram:
-    peer: _UdpPeer
-    direction: Direction
-    data: bytes
-    datagram = True
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def dead(self) -> bool:
-        return False
-
-
-def _resolve(host: str, port: int, kind: int, passive: bool = False) -> tuple[int, Address]:
-    try:
-        info = socket.getaddrinfo(host, port, type=kind, flags=socket.AI_PASSIVE if passive else 0)
-    except OSError as exc:
-        raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from None
-    return info[0][0], info[0][4]
-
-
-def _bound(kind: int, host: str, port: int) -> socket.socket:
-    """A non-blocking socket bound to ``host:port`` (TCP: listening)."""
-    family, address = _resolve(host, port, kind, passive=True)
-    sock = socket.socket(family, kind)
-    try:
-        if kind == socket.SOCK_STREAM and os.name != "nt":  # a restart may reuse the port at once
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        if kind == socket.SOCK_STREAM:
-            sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        protocol = "tcp" if kind == socket.SOCK_STREAM else "udp"
-        raise OSError(
-            f"cannot listen on {format_address((host, port))} ({protocol}): {exc.strerror or exc}"
-        ) from None
-    sock.setblocking(False)
-    return sock
 
 
 class Proxy:
@@ -233,7 +100,7 @@ class Proxy:
         self._protocols = (tcp, udp)
         base = faults if faults is not None else Faults()
         #: When each item arrives, and what a link drop does to it (sans-I/O).
-        self._schedule: DeliverySchedule[_Chunk | _Datagram] = DeliverySchedule(
+        self._schedule: DeliverySchedule[Chunk | Datagram] = DeliverySchedule(
             up or base, down or base, seed=seed, udp_hold=udp_hold, script=script
         )
         self._udp_hold, self._udp_idle = udp_hold, udp_idle_timeout
@@ -242,17 +109,12 @@ class Proxy:
         self._max_wait = default_wait if poll_interval is None else poll_interval
         self._lock = threading.RLock()
         self._counters = ProxyCounters()
-        self._conns: set[_Conn] = set()
-        self._awaiting: list[_Conn] = []  # accepted during a partition: connected when it ends
-        self._udp_peers: dict[Address, _UdpPeer] = {}
         self._sel: selectors.BaseSelector | None = None
-        self._tcp: socket.socket | None = None
-        self._udp: socket.socket | None = None
+        self._tcp: TcpRelay | None = None
+        self._udp: UdpRelay | None = None
         self._waker: Waker | None = None
-        self._target_tcp: tuple[int, Address] = (0, ())
-        self._target_udp: tuple[int, Address] = (0, ())
         self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._closing = False
         self._t0 = self._now = 0.0
         self._timeout = 0.0
         self.tcp_port = 0  # the bound ports once started; 0: not listening
@@ -262,7 +124,7 @@ class Proxy:
 
     def start(self) -> None:
         """Bind the listening sockets (``OSError`` with a clear message if not) and start the thread."""
-        if self._thread is not None or self._stopping:
+        if self._thread is not None or self._closing:
             raise RuntimeError("a proxy starts once")
         try:
             self._open()
@@ -273,9 +135,9 @@ class Proxy:
         self._thread = threading.Thread(target=self._run, name="bcnp-proxy", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """Close every socket and join the thread; safe to call again."""
-        self._stopping = True
+        self._closing = True
         thread = self._thread
         if thread is None:
             with self._lock:
@@ -290,7 +152,7 @@ class Proxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     def wake(self) -> None:
         """Make the thread look at the clock now (an injected clock moved)."""
@@ -341,31 +203,35 @@ class Proxy:
 
     def _open(self) -> None:
         host, port = self.listen
-        self._target_tcp = _resolve(*self.target, socket.SOCK_STREAM)
-        self._target_udp = _resolve(*self.target, socket.SOCK_DGRAM)
-        self._sel = selectors.DefaultSelector()
+        target_tcp = resolve(*self.target, socket.SOCK_STREAM)
+        target_udp = resolve(*self.target, socket.SOCK_DGRAM)
+        self._sel = sel = selectors.DefaultSelector()
         self._waker = Waker()
-        self._sel.register(self._waker.reader, _READ, ("waker", self._waker))
+        sel.register(self._waker.reader, READ, (None, "waker", self._waker))
+        shared = Shared(sel, self._schedule, self._counters, self._event, format_address(self.target))
         if self._protocols[0]:
-            self._tcp = _bound(socket.SOCK_STREAM, host, port)
-            self.tcp_port = self._tcp.getsockname()[1]
-            self._sel.register(self._tcp, _READ, ("accept", None))
+            self._tcp = TcpRelay(bound(socket.SOCK_STREAM, host, port), target_tcp, shared)
+            self.tcp_port = self._tcp.port
         if self._protocols[1]:
+            udp = None
             if port == 0 and self.tcp_port:  # BCNP uses one port number for both: the TCP one if free
                 with contextlib.suppress(OSError):
-                    self._udp = _bound(socket.SOCK_DGRAM, host, self.tcp_port)
-            self._udp = self._udp or _bound(socket.SOCK_DGRAM, host, port)
-            self.udp_port = self._udp.getsockname()[1]
-            self._sel.register(self._udp, _READ, ("udp", None))
-        target_host, target_port = self._target_tcp[1][:2]
+                    udp = bound(socket.SOCK_DGRAM, host, self.tcp_port)
+            udp = udp or bound(socket.SOCK_DGRAM, host, port)
+            self._udp = UdpRelay(udp, target_udp, shared, idle_timeout=self._udp_idle)
+            self.udp_port = self._udp.port
+        target_host, target_port = target_tcp[1][:2]
         if target_port in (self.tcp_port, self.udp_port) and (
             ip_address(target_host).is_loopback or target_host == self._bound_host()
         ):
             raise OSError(f"the target {format_address(self.target)} is this proxy: give another port")
 
+    def _relays(self) -> list[Relay]:
+        return [relay for relay in (self._tcp, self._udp) if relay is not None]
+
     def _bound_host(self) -> str:
-        sock = self._tcp or self._udp
-        return str(sock.getsockname()[0]) if sock is not None else ""
+        relays = self._relays()
+        return str(relays[0].sock.getsockname()[0]) if relays else ""
 
     def _run(self) -> None:
         assert self._sel is not None
@@ -376,7 +242,7 @@ class Proxy:
                 except (OSError, ValueError):  # a socket closed by another thread mid-select
                     ready = []
                 with self._lock:
-                    if self._stopping:
+                    if self._closing:
                         break
                     self._now = now = self._clock()  # once per wake-up: every rule sees one time
                     self._step(ready, now)
@@ -409,25 +275,11 @@ class Proxy:
                 self._on_event(self._now - self._t0, message)
 
     def _handle(self, key: selectors.SelectorKey, mask: int, now: float) -> None:
-        kind, obj = key.data
-        if kind == "waker":
-            obj.drain()
-        elif kind == "accept":
-            self._accept()
-        elif kind == "udp":
-            self._from_clients(now)
-        elif kind == "udp-peer":
-            self._from_target(obj, now)
-        elif not obj.closed:
-            conn: _Conn = obj
-            if kind == "upstream" and conn.connecting:
-                self._connected(conn)
-                return
-            read, write = (conn.up, conn.down) if kind == "client" else (conn.down, conn.up)
-            if mask & _WRITE:
-                self._flush(conn, write)
-            if mask & _READ and not conn.closed:
-                self._read(conn, read, now)
+        relay, kind, obj = key.data
+        if relay is None:
+            obj.drain()  # the waker
+        else:
+            relay.handle(kind, obj, mask, now)
 
     def _apply(self, event: Event, at: float) -> None:
         if isinstance(event, Partition):
@@ -454,291 +306,32 @@ class Proxy:
         if healed is None:
             return
         held, released = healed
-        awaiting, self._awaiting = self._awaiting, []
-        for conn in awaiting:
-            if not conn.closed:
-                self._connect_upstream(conn)
+        if self._tcp is not None:
+            self._tcp.heal()
         for item in held:
             self._guard(self._deliver, item)
         self._event(f"link back: {released} held bytes released")
 
     def _reset(self) -> None:
         self._counters.resets += 1
-        conns = list(self._conns)
-        for conn in conns:
-            self._abort(conn)
-        self._awaiting.clear()
+        conns = self._tcp.reset() if self._tcp is not None else 0
         self._schedule.reset()
-        peers = len(self._udp_peers)
-        for peer in self._udp_peers.values():
-            self._close_peer(peer)
-        self._udp_peers.clear()
-        self._counters.udp_clients = 0
-        self._event(f"reset: {len(conns)} tcp connection(s) aborted, {peers} udp client(s) forgotten")
+        peers = self._udp.reset() if self._udp is not None else 0
+        self._event(f"reset: {conns} tcp connection(s) aborted, {peers} udp client(s) forgotten")
 
-    def _deliver(self, item: _Chunk | _Datagram) -> None:
-        if isinstance(item, _Chunk):
-            if item.conn.closed:
-                return
-            if item.end is not None:
-                item.pipe.end = item.end
-            item.pipe.out += item.data
-            self._flush(item.conn, item.pipe)
-            return
-        peer = item.peer
-        try:
-            if peer.closed:
-                raise OSError("forgotten by a reset")
-            if item.direction == "up":
-                peer.sock.send(item.data)
-            else:
-                assert self._udp is not None
-                self._udp.sendto(item.data, peer.client)
-        except OSError:
-            self._counters.udp_dropped += 1
-            return
-        self._counters.udp_forwarded += 1
-        self._count_out(item.direction, len(item.data))
-
-    def _count_out(self, direction: Direction, size: int) -> None:
-        if direction == "up":
-            self._counters.bytes_to_target += size
+    def _deliver(self, item: Chunk | Datagram) -> None:
+        if isinstance(item, Chunk):
+            assert self._tcp is not None
+            self._tcp.deliver(item)
         else:
-            self._counters.bytes_to_clients += size
-
-    def _count_in(self, direction: Direction, size: int) -> None:
-        if direction == "up":
-            self._counters.bytes_from_clients += size
-        else:
-            self._counters.bytes_from_target += size
-
-    # -- TCP --------------------------------------------------------------------------
-
-    def _accept(self) -> None:
-        assert self._tcp is not None
-        for _ in range(16):
-            try:
-                client, address = self._tcp.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # the client gave up before we took it, or we are out of descriptors
-                self._counters.peer_errors += 1
-                return
-            client.setblocking(False)
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Conn(client, format_address(address))
-            self._conns.add(conn)
-            self._counters.tcp_accepted += 1
-            self._counters.tcp_open = len(self._conns)
-            self._event(f"tcp {conn.peer} connected ({len(self._conns)} open)")
-            if self._schedule.partitioned:
-                self._awaiting.append(conn)
-            else:
-                self._connect_upstream(conn)
-            self._update(conn)
-
-    def _connect_upstream(self, conn: _Conn) -> None:
-        family, address = self._target_tcp
-        conn.upstream = sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        error = sock.connect_ex(address)
-        if error not in _CONNECTING:
-            self._refused(conn, error)
-            return
-        conn.connecting = True  # finished (or failed) when the socket turns writable
-        self._update(conn)
-
-    def _connected(self, conn: _Conn) -> None:
-        assert conn.upstream is not None
-        error = conn.upstream.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if error:
-            self._refused(conn, error)
-            return
-        conn.connecting = False
-        self._flush(conn, conn.up)
-
-    def _refused(self, conn: _Conn, error: int) -> None:
-        self._counters.upstream_refused += 1
-        target = format_address(self.target)
-        self._abort(conn, f"upstream {target}: {os.strerror(error)}; client reset")
-
-    def _read(self, conn: _Conn, pipe: _Pipe, now: float) -> None:
-        source = conn.ends(pipe)[0]
-        if source is None or pipe.eof_read:
-            return
-        data: bytes | None
-        try:
-            data = source.recv(_RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = None  # reset by the peer
-        end = None
-        if data:
-            pipe.pending += len(data)
-            self._count_in(pipe.direction, len(data))
-        else:
-            pipe.eof_read = True
-            end = "eof" if data == b"" else "reset"
-            self._counters.peer_errors += data is None
-        chunk = _Chunk(conn, pipe, data or b"", end)
-        pipe.last_due = self._schedule.stream(chunk, pipe.direction, now, pipe.last_due)
-        self._update(conn)
-
-    def _flush(self, conn: _Conn, pipe: _Pipe) -> None:
-        """Write what is due to the destination, then pass on its end."""
-        target = conn.ends(pipe)[1]
-        if target is None or (pipe is conn.up and conn.connecting):
-            self._update(conn)
-            return
-        while pipe.out:
-            try:
-                sent = target.send(pipe.out)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                self._counters.peer_errors += 1
-                side = "target" if pipe is conn.up else "client"
-                self._abort(conn, f"{side} gone ({exc.strerror or exc}); other side reset")
-                return
-            del pipe.out[:sent]
-            pipe.pending -= sent
-            self._count_out(pipe.direction, sent)
-        if not pipe.out and pipe.end is not None and not pipe.done:
-            if pipe.end == "reset":
-                side = "client" if pipe is conn.up else "target"
-                self._abort(conn, f"{side} reset the connection; passed on")
-                return
-            with contextlib.suppress(OSError):
-                target.shutdown(socket.SHUT_WR)
-            pipe.done = True
-            if conn.up.done and conn.down.done:
-                self._close(conn, rst=False)
-                self._event(f"tcp {conn.peer} closed ({len(self._conns)} open)")
-                return
-        self._update(conn)
-
-    def _update(self, conn: _Conn) -> None:
-        """Watch each socket of ``conn`` for what it can do next."""
-        if conn.closed:
-            return
-        self._watch(conn.client, _READ * conn.up.readable() | _WRITE * bool(conn.down.out), ("client", conn))
-        if conn.upstream is not None:
-            events = _WRITE if conn.connecting else _READ * conn.down.readable() | _WRITE * bool(conn.up.out)
-            self._watch(conn.upstream, events, ("upstream", conn))
-
-    def _watch(self, sock: socket.socket, events: int, data: tuple[str, object]) -> None:
-        assert self._sel is not None
-        try:
-            key = self._sel.get_key(sock)
-        except KeyError:
-            if events:
-                self._sel.register(sock, events, data)
-            return
-        if not events:
-            self._sel.unregister(sock)
-        elif key.events != events:
-            self._sel.modify(sock, events, data)
-
-    def _abort(self, conn: _Conn, reason: str = "") -> None:
-        """Close both sides with RST and forget what the connection had held."""
-        if conn.closed:
-            return
-        self._close(conn, rst=True)
-        self._schedule.forget(lambda item: isinstance(item, _Chunk) and item.conn is conn)
-        if reason:
-            self._event(f"tcp {conn.peer}: {reason} ({len(self._conns)} open)")
-
-    def _close(self, conn: _Conn, rst: bool) -> None:
-        conn.closed = True
-        for sock in (conn.client, conn.upstream):
-            if sock is not None:
-                self._discard(sock, rst)
-        self._conns.discard(conn)
-        self._counters.tcp_open = len(self._conns)
-
-    def _discard(self, sock: socket.socket, rst: bool = False) -> None:
-        if self._sel is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self._sel.unregister(sock)
-        if rst:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
-        sock.close()
-
-    # -- UDP --------------------------------------------------------------------------
-
-    def _from_clients(self, now: float) -> None:
-        assert self._udp is not None
-        for _ in range(_UDP_BURST):
-            try:
-                data, address = self._udp.recvfrom(65535)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # Windows reports an earlier ICMP error here
-                continue
-            peer = self._udp_peers.get(address) or self._new_peer(address, now)
-            if peer is not None:
-                self._datagram(peer, "up", data, now)
-
-    def _from_target(self, peer: _UdpPeer, now: float) -> None:
-        for _ in range(_UDP_BURST if not peer.closed else 0):
-            try:
-                data = peer.sock.recv(65535)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # ICMP port unreachable: nothing listens at the target
-                self._counters.peer_errors += 1
-                continue
-            self._datagram(peer, "down", data, now)
-
-    def _new_peer(self, address: Address, now: float) -> _UdpPeer | None:
-        assert self._sel is not None
-        for old in [p for p in self._udp_peers.values() if now - p.last_seen > self._udp_idle]:
-            self._close_peer(old)
-            del self._udp_peers[old.client]
-        family, target = self._target_udp
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            sock.setblocking(False)
-            sock.connect(target)  # replies come from the target only
-        except OSError as exc:
-            sock.close()
-            self._counters.udp_dropped += 1
-            self._event(f"udp {format_address(address)}: cannot reach the target ({exc.strerror or exc})")
-            return None
-        peer = self._udp_peers[address] = _UdpPeer(address, sock, now)
-        self._sel.register(sock, _READ, ("udp-peer", peer))
-        self._counters.udp_clients = len(self._udp_peers)
-        port = sock.getsockname()[1]
-        self._event(
-            f"udp {format_address(address)} new client, upstream port {port} ({len(self._udp_peers)} clients)"
-        )
-        return peer
-
-    def _close_peer(self, peer: _UdpPeer) -> None:
-        peer.closed = True
-        self._discard(peer.sock)
-
-    def _datagram(self, peer: _UdpPeer, direction: Direction, data: bytes, now: float) -> None:
-        peer.last_seen = now
-        self._counters.udp_received += 1
-        self._count_in(direction, len(data))
-        self._schedule.datagram(lambda: _Datagram(peer, direction, data), direction, now, len(data))
+            assert self._udp is not None
+            self._udp.deliver(item)
 
     def _close_all(self) -> None:
-        for conn in list(self._conns):
-            self._close(conn, rst=True)
-        for peer in self._udp_peers.values():
-            self._close_peer(peer)
-        self._udp_peers.clear()
-        self._counters.udp_clients = 0
+        for relay in self._relays():
+            relay.close_all()
+        self._tcp = self._udp = None
         self._schedule.clear()
-        self._awaiting.clear()
-        for sock in (self._tcp, self._udp):
-            if sock is not None:
-                self._discard(sock)
         if self._waker is not None:
             if self._sel is not None:
                 with contextlib.suppress(KeyError, ValueError):

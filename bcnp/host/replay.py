@@ -43,7 +43,8 @@ from pathlib import Path
 from ..paths import PathCommand
 from ..schema import Message, MessageSpec, Schema
 from ..wire import PacketView
-from .client import STAMP_FIELD, Client
+from .client import Client
+from .keeper import STAMP_FIELD
 from .loop import SessionDriver
 from .schedule import LEAD_S, MIN_REMAINDER_MS, UDP_LEAD_S, ReplaySession, Schedule, due
 from .session import Outage

@@ -108,7 +108,7 @@ class ServerBase:
     (one call per wake-up of the receive thread) and close what they own in
     :meth:`_close_all`. ``pause`` (a :meth:`LoopPriority.pause`) is called at
     every safe point of the receive thread: before each read, each packet,
-    each parse error, and every ``SEARCH_STEP`` bytes fed to a link.
+    each parse error, and every ``SEARCH_STEP`` bytes fed to a connection.
 
     With ``defer_sends``, :meth:`send` never touches a socket: it queues the
     packet (refusing it, as always, when the queue is over
@@ -155,7 +155,7 @@ class ServerBase:
         self.local_hash = sink.schema.hash
         self.counters = TransportCounters()
         self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
+        self._closing = threading.Event()
         self._waker: Waker | None = None
         self._port = 0
         # Sends (robot thread) and peer changes (receive thread) take this lock,
@@ -165,15 +165,16 @@ class ServerBase:
             warning: logging.getLogger(name)
             for warning, name in zip(self.warnings, self.warning_loggers(), strict=True)
         }
-        #: The controller's link and address while one owns this server.
-        self._link: Connection | None = None
+        #: The controller's connection and address while one owns this server.
+        self._connection: Connection | None = None
         self._peer: tuple[object, ...] | None = None
         self.remote_hash: int | None = None
         self.last_reject = ""
         #: ``"ip:port: why"`` of the last controller that went (link lost, idle, closed, reset).
         self.last_drop = ""
-        # end_lost_link(): a link the robot found lost, and for how long it had been silent.
-        self._lost_link: tuple[Connection, float] | None = None
+        # end_lost_link(): the connection whose link the robot found lost, and for how long it
+        # had been silent.
+        self._lost_connection: tuple[Connection, float] | None = None
         self.last_internal_error: BaseException | None = None
         self.last_send_error: BaseException | None = None
         #: Nice increase the receive thread applied to itself (see TransportConfig.receive_nice).
@@ -204,9 +205,9 @@ class ServerBase:
         """Bind and start the receive thread. Bind errors (port in use) raise here."""
         if self._thread is not None:
             if self._thread.is_alive():
-                raise RuntimeError(f"{self.kind} server already started (or still stopping)")
+                raise RuntimeError(f"{self.kind} server already started (or still closing)")
             self._thread = None
-        self._stopping.clear()
+        self._closing.clear()
         waker = Waker()
         try:
             self._port = self._open(waker)
@@ -226,19 +227,20 @@ class ServerBase:
             if waker is not None:
                 waker.wake()
 
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop the thread, which closes every socket on its way out; returns within ``timeout``."""
+    def close(self, timeout: float = 1.0) -> None:
+        """End the receive thread, which closes every socket on its way out; returns within
+        ``timeout``. Safe to call again; :meth:`start` opens the server anew."""
         thread = self._thread
         if thread is None:
             return
-        self._stopping.set()
+        self._closing.set()
         waker = self._waker
         if waker is not None:
             waker.wake()
         thread.join(timeout)
         if thread.is_alive():  # pragma: no cover - every wake-up is bounded (see _serve)
             # Keep the handle: start() refuses until the thread has closed its sockets.
-            log.error("BCNP %s receive thread did not stop within %.1f s", self.kind, timeout)
+            log.error("BCNP %s receive thread did not end within %.1f s", self.kind, timeout)
             return
         self._thread = None
         self._waker = None
@@ -248,21 +250,21 @@ class ServerBase:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     def _run(self) -> None:
         waker = self._waker
         assert waker is not None
         self.receive_nice = _lower_priority(self.config.receive_nice)
         try:
-            while not self._stopping.is_set():
+            while not self._closing.is_set():
                 try:
                     self._serve(waker)
-                except Exception as exc:  # the link must outlive any one bad event
+                except Exception as exc:  # the receive thread must outlive any one bad event
                     self.counters.internal_errors += 1
                     self.last_internal_error = exc
                     log.exception("BCNP %s receive thread: unexpected error (continuing)", self.kind)
-                    self._stopping.wait(self.config.poll_interval)
+                    self._closing.wait(self.config.poll_interval)
         finally:
             # The thread owns its sockets: nothing closes them under its feet.
             self._close_all()
@@ -277,7 +279,7 @@ class ServerBase:
     def _serve(self, waker: Waker) -> None:
         """One wake-up: wait at most ``poll_interval``, handle a bounded amount of
         input, check timeouts. Bounded so that a flood cannot keep the thread
-        from seeing ``stop()``, new connections or timeouts."""
+        from seeing ``close()``, new connections or timeouts."""
         raise NotImplementedError
 
     def _close_all(self) -> None:
@@ -285,10 +287,10 @@ class ServerBase:
         uses is closed under the send lock."""
         raise NotImplementedError
 
-    # -- links -------------------------------------------------------------------
+    # -- connections -------------------------------------------------------------
 
-    def _new_link(self, now: float, *, datagrams: bool = False) -> Connection:
-        """A link for a new peer, delivering its packets to the sink."""
+    def _new_connection(self, now: float, *, datagrams: bool = False) -> Connection:
+        """A connection for a new peer, delivering its packets to the sink."""
         sink, cfg = self.sink, self.config
         return Connection(
             sink.schema,
@@ -312,16 +314,16 @@ class ServerBase:
             pause()
         self.counters.parse_errors += 1
 
-    def _feed(self, link: Connection, data: bytes, now: float) -> LinkLost | None:
-        """Hand received bytes to the controller's link. When the robot loop may need
-        the interpreter: ``SEARCH_STEP`` bytes at a time, and a search the link's
+    def _feed(self, connection: Connection, data: bytes, now: float) -> LinkLost | None:
+        """Hand received bytes to the controller's connection. When the robot loop may need
+        the interpreter: ``SEARCH_STEP`` bytes at a time, and a search the connection's
         budget cut short goes on a step at a time, with a pause between steps.
 
         :class:`LinkLost` when the bytes came after the link was lost: none of them
         was parsed (nor counted in ``bytes_in``), and the caller drops the controller."""
         pause = self.pause
         if pause is None:
-            outcome = link.receive_data(data, now)
+            outcome = connection.receive_data(data, now)
             if isinstance(outcome, LinkLost):
                 return outcome
             self.counters.bytes_in += len(data)
@@ -330,45 +332,45 @@ class ServerBase:
             for start in range(0, len(data), SEARCH_STEP):
                 if start:
                     pause()
-                outcome = link.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
+                outcome = connection.receive_data(view[start : start + SEARCH_STEP], now)  # type: ignore[arg-type]
                 if isinstance(outcome, LinkLost):  # only the first step can find it: the rest go too
                     rest = len(data) - min(SEARCH_STEP, len(data))
                     return LinkLost(outcome.link_timeout, outcome.silent_for, outcome.discarded + rest)
-                while link.search_pending:
+                while connection.search_pending:
                     pause()
-                    link.resume()
+                    connection.resume()
         self.counters.bytes_in += len(data)
         return None
 
-    def end_lost_link(self, link: Connection, silent_for: float) -> None:
-        """The robot found ``link`` lost first: its queue, at its tick, had no packet
-        for the link timeout (``silent_for`` seconds) while the receive thread had not
-        yet looked. The receive thread ends that controller as if it had found the
-        loss itself, unless it has gone already. Any thread; never blocks."""
-        self._lost_link = (link, silent_for)
+    def end_lost_link(self, connection: Connection, silent_for: float) -> None:
+        """The robot found the link of ``connection`` lost first: its queue, at its tick,
+        had no packet for the link timeout (``silent_for`` seconds) while the receive
+        thread had not yet looked. The receive thread ends that controller as if it had
+        found the loss itself, unless it has gone already. Any thread; never blocks."""
+        self._lost_connection = (connection, silent_for)
         waker = self._waker
         if waker is not None:
             waker.wake()
 
     def _lost_by_request(self) -> LinkLost | None:
-        """Receive thread: the loss :meth:`end_lost_link` asked for, if its link is
-        still the controller's (the link is closed here; the caller drops it)."""
-        request = self._lost_link
+        """Receive thread: the loss :meth:`end_lost_link` asked for, if its connection is
+        still the controller's (the connection is closed here; the caller drops it)."""
+        request = self._lost_connection
         if request is None:
             return None
-        self._lost_link = None
-        link, silent_for = request
-        return link.lose(silent_for) if link is self._link else None
+        self._lost_connection = None
+        connection, silent_for = request
+        return connection.lose(silent_for) if connection is self._connection else None
 
-    def _take_controller(self, link: Connection, peer: tuple[object, ...], now: float) -> None:
+    def _take_controller(self, connection: Connection, peer: tuple[object, ...], now: float) -> None:
         """A verified peer becomes the controller (slot already held): the previous
         controller's commands go first, then whatever the peer sent behind its handshake."""
         self._controller_changed()
         with self._send_lock:
-            self._link = link
+            self._connection = connection
             self._peer = peer
             self.counters.controllers += 1
-        self.counters.bytes_in += link.accept(now)
+        self.counters.bytes_in += connection.accept(now)
 
     def _end_controller(
         self,
@@ -384,14 +386,14 @@ class ServerBase:
         that sees the socket close, or a status that shows no controller, sees
         all of it. ``discarded``: bytes dropped besides the partial frame."""
         with self._send_lock:
-            link, peer, self._link, self._peer = self._link, self._peer, None, None
-            self._lost_link = None
+            connection, peer, self._connection, self._peer = self._connection, self._peer, None, None
+            self._lost_connection = None
             self.last_drop = self.slot.last_drop = f"{format_address(peer)}: {why}"
             self.counters.discarded_bytes += discarded
             if close_socket is not None:
                 close_socket()
-            if link is not None:
-                self.counters.discarded_bytes += link.close()
+            if connection is not None:
+                self.counters.discarded_bytes += connection.close()
             self._controller_changed()
             self.slot.release(self)
             if counter is not None:
@@ -447,20 +449,20 @@ class ServerBase:
         return self._peer
 
     @property
-    def link(self) -> Connection | None:
-        """The controller's link (its parser, liveness), ``None`` while no controller."""
-        return self._link
+    def connection(self) -> Connection | None:
+        """The controller's connection (its parser, liveness), ``None`` while no controller."""
+        return self._connection
 
     @property
     def buffered(self) -> int:
-        """Bytes the controller's link holds for an incomplete frame."""
-        link = self._link
-        return link.parser.buffered if link is not None else 0
+        """Bytes the controller's connection holds for an incomplete frame."""
+        connection = self._connection
+        return connection.parser.buffered if connection is not None else 0
 
     def link_alive(self, now: float) -> bool:
         """This server's controller sent a packet within the link timeout."""
-        link = self._link
-        return link is not None and link.link_alive(now)
+        connection = self._connection
+        return connection is not None and connection.link_alive(now)
 
     def status(self) -> TransportStatus:
         """A consistent snapshot: taken under the send lock, so never halfway

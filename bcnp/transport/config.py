@@ -137,7 +137,7 @@ class TransportCounters:
     send_refused: int = 0  # packets refused because the send buffer was full
     send_failures: int = 0  # packets not sent for any other reason (no peer, too large, OS error)
     internal_errors: int = 0  # unexpected exceptions caught in the receive thread
-    parse_errors: int = 0  # parser errors (resyncs) on this server's links
+    parse_errors: int = 0  # parser errors (resyncs) on this server's connections
 
 
 #: The counter names, in declaration order.

@@ -34,14 +34,14 @@ _LISTEN, _WAKE = "listen", "wake"
 
 
 class _Peer:
-    """The socket side of one accepted connection; its protocol state is ``link``."""
+    """The socket side of one accepted connection; its protocol state is ``connection``."""
 
-    __slots__ = ("sock", "address", "link", "out", "out_bytes", "writing")
+    __slots__ = ("sock", "address", "connection", "out", "out_bytes", "writing")
 
-    def __init__(self, sock: socket.socket, address: tuple[object, ...], link: Connection) -> None:
+    def __init__(self, sock: socket.socket, address: tuple[object, ...], connection: Connection) -> None:
         self.sock = sock
         self.address = address
-        self.link = link
+        self.connection = connection
         self.out: deque[memoryview] = deque()
         self.out_bytes = 0
         self.writing = False  # registered for EVENT_WRITE
@@ -51,7 +51,7 @@ class TcpServer(ServerBase):
     """Serves one BCNP controller over TCP; feeds its bytes to ``sink``.
 
     ``start()`` binds ``config.host:config.port`` and starts a daemon receive
-    thread; ``stop()`` closes everything. ``send(packet)`` is for the robot
+    thread; ``close()`` ends it and closes everything. ``send(packet)`` is for the robot
     thread and never blocks. ``status()`` is a snapshot for dashboards.
     """
 
@@ -151,17 +151,17 @@ class TcpServer(ServerBase):
                     # A refusal (an OS without the option) keeps the kernel's default.
                     with contextlib.suppress(OSError):
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
-                link = self._new_link(self.clock())
-                sent = sock.send(link.handshake)
+                connection = self._new_connection(self.clock())
+                sent = sock.send(connection.handshake)
             except OSError:
                 sock.close()
                 continue
-            if sent != len(link.handshake):  # pragma: no cover - 8 bytes always fit a new socket
+            if sent != len(connection.handshake):  # pragma: no cover - 8 bytes always fit a new socket
                 sock.close()
                 continue
             with self._send_lock:
                 self.counters.bytes_out += sent
-            conn = _Peer(sock, peer, link)
+            conn = _Peer(sock, peer, connection)
             self._pending.append(conn)
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
@@ -173,11 +173,11 @@ class TcpServer(ServerBase):
         except OSError:
             data = b""
         if not data:  # the peer gave up before completing its handshake
-            conn.link.connection_lost()
+            conn.connection.connection_lost()
             self._close_pending(conn)
             return
         now = self.clock()
-        outcome = conn.link.receive_data(data, now)
+        outcome = conn.connection.receive_data(data, now)
         if outcome is None or isinstance(outcome, LinkLost):  # undecided (no packet yet: nothing to lose)
             return
         self._note_handshake(outcome, conn.address)
@@ -192,7 +192,7 @@ class TcpServer(ServerBase):
         self._pending.remove(conn)
         with self._send_lock:
             self._controller = conn
-        self._take_controller(conn.link, conn.address, now)
+        self._take_controller(conn.connection, conn.address, now)
         log.info(
             "BCNP tcp: controller %s connected (hash 0x%08X)",
             format_address(conn.address),
@@ -203,7 +203,7 @@ class TcpServer(ServerBase):
         recv = conn.sock.recv
         size = self.config.recv_size
         feed = self._feed
-        link = conn.link
+        connection = conn.connection
         clock = self.clock
         pause = self.pause
         for _ in range(self.MAX_READS_PER_WAKE):
@@ -219,7 +219,7 @@ class TcpServer(ServerBase):
             if not data:
                 self._drop(conn, "closed by the peer", "disconnects")
                 return
-            lost = feed(link, data, clock())
+            lost = feed(connection, data, clock())
             if lost is not None:
                 self._drop(conn, *ending(lost))
                 return
@@ -266,14 +266,14 @@ class TcpServer(ServerBase):
 
     def _check_timeouts(self, now: float) -> None:
         for conn in list(self._pending):
-            outcome = conn.link.check_deadlines(now)
+            outcome = conn.connection.check_deadlines(now)
             if isinstance(outcome, HandshakeRejected):
                 self._refuse(conn.address, outcome.reason, "timeout")
                 self.counters.handshake_timeouts += 1
                 self._close_pending(conn)
         controller = self._controller
         if controller is not None:
-            event = controller.link.check_deadlines(now)
+            event = controller.connection.check_deadlines(now)
             if isinstance(event, LinkLost | IdleTimeout):
                 self._drop(controller, *ending(event))
 
@@ -307,7 +307,7 @@ class TcpServer(ServerBase):
                 self._controller = None
                 controller.sock.close()
 
-            self._end_controller("the server stopped", close_socket=close_socket)
+            self._end_controller("the server closed", close_socket=close_socket)
         self._sel.close()
         self._listener.close()
 

@@ -74,7 +74,7 @@ class UdpServer(ServerBase):
 
     def _serve(self, waker: Waker) -> None:
         events = self._sel.select(self.config.poll_interval)
-        if self._link is not None and (lost := self._lost_by_request()) is not None:
+        if self._connection is not None and (lost := self._lost_by_request()) is not None:
             # Before reading: what it sent after the robot stopped waits for a new handshake.
             self._unlock(*ending(lost))
         for key, _mask in events:
@@ -86,9 +86,9 @@ class UdpServer(ServerBase):
             if self.pause is not None:
                 self.pause()  # deferred sends: once the tick is over
             self._send_queued()
-        link = self._link
-        if link is not None:
-            event = link.check_deadlines(self.clock())
+        connection = self._connection
+        if connection is not None:
+            event = connection.check_deadlines(self.clock())
             if isinstance(event, LinkLost | IdleTimeout):
                 self._unlock(*ending(event))
 
@@ -105,20 +105,20 @@ class UdpServer(ServerBase):
                 return
             except OSError:  # e.g. an ICMP error queued on the socket: not data
                 return
-            peer, link = self._peer, self._link
-            if peer is None or link is None or source != peer:
+            peer, connection = self._peer, self._connection
+            if peer is None or connection is None or source != peer:
                 # A source that may not drive is never answered, paired or parsed,
                 # and the controller's idle time is not its to refresh.
                 if not self._admit(source):
                     continue
-                if peer is None or link is None:
+                if peer is None or connection is None:
                     self._pair(data, source)
                 else:
                     self.counters.foreign_datagrams += 1
                 continue
             now = clock()
             if is_handshake_datagram(data):
-                outcome = link.receive_datagram(data, now)
+                outcome = connection.receive_datagram(data, now)
                 if isinstance(outcome, LinkLost):
                     # Lost first, then asking again: a new pairing, with an empty queue.
                     self._unlock(str(outcome), "link_losses", outcome.discarded - len(data))
@@ -128,7 +128,7 @@ class UdpServer(ServerBase):
                     if not isinstance(outcome, HandshakeRejected):
                         self._answer(source)
                 continue
-            lost = self._feed(link, data, now)
+            lost = self._feed(connection, data, now)
             if lost is not None:
                 self._unlock(*ending(lost))
 
@@ -137,9 +137,9 @@ class UdpServer(ServerBase):
             self.counters.unpaired_datagrams += 1
             return
         now = self.clock()
-        link = self._new_link(now, datagrams=True)
-        outcome = link.receive_datagram(data, now)
-        if outcome is None or isinstance(outcome, LinkLost):  # pragma: no cover - a new link decides it
+        connection = self._new_connection(now, datagrams=True)
+        outcome = connection.receive_datagram(data, now)
+        if outcome is None or isinstance(outcome, LinkLost):  # pragma: no cover - a new connection decides it
             return
         self._note_handshake(outcome, source)
         if isinstance(outcome, HandshakeRejected):
@@ -150,7 +150,7 @@ class UdpServer(ServerBase):
             self._refuse(source, "another controller owns the link", "refused")
             self.counters.refused += 1
             return
-        self._take_controller(link, source, now)
+        self._take_controller(connection, source, now)
         log.info("BCNP udp: paired with %s (hash 0x%08X)", format_address(source), outcome.remote_hash)
         self._answer(source)
 
@@ -200,7 +200,7 @@ class UdpServer(ServerBase):
 
     def _close_all(self) -> None:
         if self._peer is not None:
-            self._end_controller("the server stopped", close_socket=self._drop_queued)
+            self._end_controller("the server closed", close_socket=self._drop_queued)
         self._sel.close()
         with self._send_lock:
             self._sock.close()

@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        proxy.stop()
+        proxy.close()
     counters = proxy.counters()
     print("counters:")
     for f in fields(counters):
