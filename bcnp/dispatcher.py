@@ -28,7 +28,7 @@ class Dispatcher:
     """Feeds bytes to a parser and hands each packet to its type's handler.
 
     ``push(data, now)`` or ``dispatch(packet, now)`` is called by one thread
-    (a transport's receive thread); counters and :meth:`is_connected` may be
+    (a transport's receive thread); counters and :meth:`link_alive` may be
     read from any thread.
     A handler that raises is counted in ``handler_errors`` and never stops
     the stream. Packets of a type with no handler are counted in
@@ -39,15 +39,15 @@ class Dispatcher:
         self,
         schema: Schema,
         *,
-        connection_timeout: float = LINK_TIMEOUT_S,
+        link_timeout: float = LINK_TIMEOUT_S,
         on_error: Callable[[ErrorInfo], object] | None = None,
         max_buffer: int | None = None,
         max_messages: int = MAX_MESSAGES_PER_PACKET,
     ) -> None:
-        if connection_timeout < 0:
-            raise ValueError("connection_timeout must be >= 0 seconds")
+        if link_timeout < 0:
+            raise ValueError("link_timeout must be >= 0 seconds")
         self.schema = schema
-        self.connection_timeout = connection_timeout
+        self.link_timeout = link_timeout
         #: Parser limits, for this dispatcher's own parser and for the connections that feed it.
         self.max_buffer = max_buffer
         self.max_messages = max_messages
@@ -92,14 +92,14 @@ class Dispatcher:
         self.parser.reset()
         self.last_receive_time = None
 
-    def is_connected(self, now: float) -> bool:
-        """A packet arrived no more than ``connection_timeout`` before ``now``.
+    def link_alive(self, now: float) -> bool:
+        """A packet arrived no more than ``link_timeout`` before ``now``.
 
         Compared in whole microseconds (:func:`~bcnp.timebase.elapsed_over`), as
         :class:`~bcnp.queue.MessageQueue` does, so both agree at the boundary
         (float seconds would not: 0.55 - 0.35 is 0.20000000000000007)."""
         last = self.last_receive_time
-        return last is not None and not elapsed_over(now, last, self.connection_timeout)
+        return last is not None and not elapsed_over(now, last, self.link_timeout)
 
     @property
     def parse_errors(self) -> int:

@@ -4,7 +4,7 @@ Implements "Command Execution Model" of the BCNP 3.2.2 overview with the
 reference's timing rules:
 
 * not connected (nothing received, or the last packet older than
-  ``connection_timeout``): the queue and the active message are cleared;
+  ``link_timeout``): the queue and the active message are cleared;
 * a message that has run its ``durationMs`` ends at exactly
   ``start + duration`` (the virtual cursor), not at ``now``, so a chain of
   short commands does not drift with loop jitter;
@@ -62,15 +62,15 @@ class MessageQueueConfig:
     """Queue limits; the defaults are the spec's (:mod:`bcnp.defaults`)."""
 
     capacity: int = QUEUE_CAPACITY
-    connection_timeout: float = LINK_TIMEOUT_S
+    link_timeout: float = LINK_TIMEOUT_S
     max_command_lag: float = MAX_COMMAND_LAG_S
     duration_field: str = "durationMs"
 
     def __post_init__(self) -> None:
         if self.capacity < 1:
             raise ValueError("capacity must be at least 1")
-        if self.connection_timeout < 0 or self.max_command_lag < 0:
-            raise ValueError("connection_timeout and max_command_lag must be >= 0 seconds")
+        if self.link_timeout < 0 or self.max_command_lag < 0:
+            raise ValueError("link_timeout and max_command_lag must be >= 0 seconds")
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class MessageQueue:
         self.config = config if config is not None else MessageQueueConfig()
         self._on_packet_reached = on_packet_reached
         self._capacity = self.config.capacity
-        self._timeout_us = to_us(self.config.connection_timeout)
+        self._timeout_us = to_us(self.config.link_timeout)
         self._lag_us = to_us(self.config.max_command_lag)
         self._field = self.config.duration_field
         self._runs: deque[_Run] = deque()
@@ -254,7 +254,7 @@ class MessageQueue:
     def __len__(self) -> int:
         return self._size
 
-    def is_connected(self, now: float) -> bool:
+    def link_alive(self, now: float) -> bool:
         last = self._last_rx
         return last is not None and to_us(now) - last <= self._timeout_us
 

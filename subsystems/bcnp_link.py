@@ -103,7 +103,7 @@ def build_link(
     # robot.py marks each tick busy: the receive threads wait at their next safe point
     # meanwhile, and step aside just before each tick is due.
     priority = LoopPriority(period=constants.LOOP_PERIOD_S, lead=constants.LOOP_PRIORITY_LEAD_S)
-    dispatcher = Dispatcher(SCHEMA, connection_timeout=constants.BCNP_QUEUE.connection_timeout)
+    dispatcher = Dispatcher(SCHEMA, link_timeout=constants.BCNP_QUEUE.link_timeout)
     slot = ControllerSlot()
     # A new or lost controller drops the queue at once, in the receive thread,
     # before any byte of the next controller: commands never change hands.

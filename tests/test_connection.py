@@ -226,16 +226,16 @@ def test_bytes_after_the_link_timeout_are_dropped_unparsed_and_the_link_closes(s
 def test_at_the_boundary_the_link_and_the_queue_agree(schema: bcnp.Schema) -> None:
     """Exactly the link timeout after the last packet is not over, for both; one microsecond
     more is over for both (0.55 - 0.35 is 0.20000000000000007 in floats)."""
-    queue = bcnp.MessageQueue(bcnp.MessageQueueConfig(connection_timeout=0.2))
+    queue = bcnp.MessageQueue(bcnp.MessageQueueConfig(link_timeout=0.2))
     rec = open_connection(schema)
     rec.conn.on_packet = queue.handle_packet
     conn = rec.conn
     conn.receive_data(drive(schema), 0.35)
-    assert queue.is_connected(0.55) and conn.check_deadlines(0.55) is None
+    assert queue.link_alive(0.55) and conn.check_deadlines(0.55) is None
     assert conn.receive_data(drive(schema), 0.55) is None  # taken: the link is not lost
     assert queue.last_receive_time == 0.55 and conn.state is ConnectionState.OPEN
-    assert queue.is_connected(0.75) and conn.receive_data(drive(schema), 0.75) is None
-    assert not queue.is_connected(0.950001)
+    assert queue.link_alive(0.75) and conn.receive_data(drive(schema), 0.75) is None
+    assert not queue.link_alive(0.950001)
     assert isinstance(conn.receive_data(drive(schema), 0.950001), LinkLost)
     assert queue.last_receive_time == 0.75 and conn.state is ConnectionState.CLOSED
     # The same deadline without data: found by the owner's check.

@@ -54,12 +54,12 @@ def test_register_by_spec_and_unregister(schema: bcnp.Schema, test_schema: bcnp.
 
 
 def test_unhandled_packets_still_prove_the_link_alive(schema: bcnp.Schema) -> None:
-    d = bcnp.Dispatcher(schema, connection_timeout=0.2)
-    assert not d.is_connected(0.0) and d.last_receive_time is None
+    d = bcnp.Dispatcher(schema, link_timeout=0.2)
+    assert not d.link_alive(0.0) and d.last_receive_time is None
     d.push(telemetry(schema), 10.0)
     assert d.unhandled_packets == 1
-    assert d.is_connected(10.0) and d.is_connected(10.2)
-    assert not d.is_connected(10.200001)
+    assert d.link_alive(10.0) and d.link_alive(10.2)
+    assert not d.link_alive(10.200001)
 
 
 def test_parse_errors_and_error_callback(schema: bcnp.Schema) -> None:
@@ -107,7 +107,7 @@ def test_core_end_to_end_bytes_to_active_command(schema: bcnp.Schema) -> None:
     stream = drive(schema, (1.0, 0.0, 100), (0.5, -0.5, 100))
     for i in range(0, len(stream), 4):
         d.push(stream[i : i + 4], 5.0)
-    assert queue.size() == 2 and queue.is_connected(5.0)
+    assert queue.size() == 2 and queue.link_alive(5.0)
     active = queue.update(5.0)
     assert active is not None and (active.vx, active.omega, active.durationMs) == (1.0, 0.0, 100)
     d.push(drive(schema, flags=bcnp.CLEAR_QUEUE), 5.05)  # zero-message CLEAR_QUEUE: stop now

@@ -625,10 +625,10 @@ def test_a_burst_after_a_link_loss_never_reaches_the_queue(rigs: Callable[..., R
 
     rig.clock.advance(0.2)  # exactly the link timeout: neither stops yet
     reader.settle()
-    assert server.status().handshaken and rig.queue.is_connected(rig.clock())
+    assert server.status().handshaken and rig.queue.link_alive(rig.clock())
     rig.clock.advance(0.000001)
     wait_until(lambda: server.counters.link_losses == 1, what="the link loss")
-    assert not rig.queue.is_connected(rig.clock())
+    assert not rig.queue.link_alive(rig.clock())
     status = server.status()
     assert not status.handshaken and rig.slot.owner is None
     assert rig.queue.active() is None and rig.queue.size() == 0  # cleared at the drop, not by a tick

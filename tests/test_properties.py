@@ -613,7 +613,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.now = max(self.now, edge)
         self.update()
         if last is not None and self.now == edge:
-            assert self.queue.is_connected(self.now / 1e6) == (offset <= 0)
+            assert self.queue.link_alive(self.now / 1e6) == (offset <= 0)
         if not self.model.connected(self.now):
             assert self.queue.active() is None and self.queue.size() == 0
 
@@ -623,7 +623,7 @@ class QueueMachine(RuleBasedStateMachine):
         last = self.model.last_rx
         self.now = max(self.now, (self.now if last is None else last) + TIMEOUT_US) + extra
         assert self.update() is None
-        assert self.queue.size() == 0 and not self.queue.is_connected(self.now / 1e6)
+        assert self.queue.size() == 0 and not self.queue.link_alive(self.now / 1e6)
 
     @rule(extra=st.integers(1, 5), ms=DURATIONS_MS)
     def overflow(self, extra: int, ms: int) -> None:
@@ -682,7 +682,7 @@ class QueueMachine(RuleBasedStateMachine):
         q, m = self.queue, self.model
         assert q.size() == len(m.waiting) <= m.capacity
         assert q.metrics == bcnp.QueueMetrics(m.received, m.overflows, m.skipped)
-        assert q.is_connected(self.now / 1e6) == m.connected(self.now)
+        assert q.link_alive(self.now / 1e6) == m.connected(self.now)
         last = q.last_receive_time
         assert (None if last is None else round(last * 1e6)) == m.last_rx
         self.check_active()
@@ -707,4 +707,4 @@ def test_every_packet_records_its_own_receive_time(steps: list[tuple[float, bool
             q.notify_received(now + 1.0)
         q.handle_packet(keepalive, now)
         assert q.last_receive_time == bcnp.timebase.to_us(now) / bcnp.timebase.US_PER_S
-        assert q.is_connected(now)
+        assert q.link_alive(now)

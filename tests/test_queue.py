@@ -99,7 +99,7 @@ def test_messages_run_for_their_duration_in_order() -> None:
 
 def test_nothing_runs_before_anything_was_received() -> None:
     q = MessageQueue()
-    assert not q.is_connected(0.0)
+    assert not q.link_alive(0.0)
     assert q.last_receive_time is None
     q.push(cmd(0))
     assert q.update(0.0) is None
@@ -123,7 +123,7 @@ def test_disconnect_clears_active_and_queue_and_forgets_the_cursor() -> None:
     assert q.active() is None
     assert q.active_started_at is None
     assert q.size() == 0
-    assert not q.is_connected(0.200001)
+    assert not q.link_alive(0.200001)
 
     # Coming back: the old messages are gone and a new batch starts at now,
     # not at the forgotten cursor (which would make it stale and skipped).
@@ -212,7 +212,7 @@ def test_virtual_time_queue_runs_dry() -> None:
     assert q.update(0.105) == second
     assert started_us(q) == 100_000  # the cursor, not the tick time 0.105
     assert tick(q, 0.210) is None  # done: connected, nothing left
-    assert q.is_connected(0.210)
+    assert q.link_alive(0.210)
     assert q.size() == 0
     assert q.metrics.skipped == 0
 
@@ -226,7 +226,7 @@ def test_virtual_time_none_because_of_the_timeout() -> None:
     assert q.update(0.105) == second
     assert q.update(0.195) == second
     assert q.update(0.210) is None  # nothing received since 0.0
-    assert not q.is_connected(0.210)
+    assert not q.link_alive(0.210)
 
 
 def test_virtual_time_timeout_drops_work_still_queued() -> None:
@@ -309,25 +309,25 @@ def test_thousand_20ms_commands_do_not_drift_with_loop_jitter(seed: int) -> None
 
 
 def test_timeout_boundary_is_exact() -> None:
-    q = MessageQueue()  # connection_timeout 0.2
+    q = MessageQueue()  # link_timeout 0.2
     q.push(cmd(0, 5000))
     q.notify_received(1.0)
     assert q.last_receive_time == 1.0
     assert cmd_index(q.update(1.0)) == 0
-    assert q.is_connected(1.2)
+    assert q.link_alive(1.2)
     assert cmd_index(q.update(1.2)) == 0  # exactly timeout after the last receive: connected
-    assert not q.is_connected(1.200001)
+    assert not q.link_alive(1.200001)
     assert q.update(1.200001) is None  # one microsecond later: gone
     assert q.size() == 0
 
 
 def test_timeout_boundary_with_a_custom_timeout() -> None:
-    q = MessageQueue(MessageQueueConfig(connection_timeout=0.5))
+    q = MessageQueue(MessageQueueConfig(link_timeout=0.5))
     q.push(cmd(0, 5000))
     q.handle_packet(packet([cmd(1, 5000)]), 2.0)
     assert cmd_index(q.update(2.5)) == 0
-    assert q.is_connected(2.5)
-    assert not q.is_connected(2.500001)
+    assert q.link_alive(2.5)
+    assert not q.link_alive(2.500001)
     assert q.update(2.500001) is None
 
 
@@ -382,7 +382,7 @@ def test_capacity_must_be_positive() -> None:
 
 def test_default_limits_are_the_spec_defaults() -> None:
     config = MessageQueueConfig()
-    assert (config.capacity, config.connection_timeout, config.max_command_lag) == (200, 0.2, 0.1)
+    assert (config.capacity, config.link_timeout, config.max_command_lag) == (200, 0.2, 0.1)
     assert config == MessageQueueConfig(
         bcnp.defaults.QUEUE_CAPACITY, bcnp.defaults.LINK_TIMEOUT_S, bcnp.defaults.MAX_COMMAND_LAG_S
     )
@@ -445,7 +445,7 @@ def test_empty_clear_queue_packet_stops_now() -> None:
     assert q.active() is None
     assert q.size() == 0
     assert q.update(0.140) is None  # #1 would run until 0.2 and #2 after it
-    assert q.is_connected(0.140)  # an empty packet still counts as a receive
+    assert q.link_alive(0.140)  # an empty packet still counts as a receive
     assert q.metrics.received == 3
     # a new command afterwards starts fresh
     q.handle_packet(packet([cmd(10, 100)]), 0.150)
@@ -697,7 +697,7 @@ def test_concurrent_push_and_update_keep_counts_consistent() -> None:
         bcnp.encode_packet(DRIVE, [raw(((p * per_packet + i) * 100, 0, 1)) for i in range(per_packet)])
         for p in range(packets_count)
     ]
-    q = MessageQueue(MessageQueueConfig(capacity=64, connection_timeout=1e6, max_command_lag=0.0))
+    q = MessageQueue(MessageQueueConfig(capacity=64, link_timeout=1e6, max_command_lag=0.0))
     lock = threading.Lock()
     errors: list[BaseException] = []
     executed: list[int] = []

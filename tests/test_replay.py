@@ -40,7 +40,7 @@ class Robot:
         """One robot loop iteration at the clock's time."""
         now = self.clock()
         active = self.queue.update(now)
-        if not self.queue.is_connected(now):
+        if not self.queue.link_alive(now):
             self.disconnected_ticks += 1
         start = self.queue.active_started_at
         if active is not None and start is not None and (not self.executed or self.executed[-1][0] != start):

@@ -42,7 +42,7 @@ class PacketSink(Protocol):
     """Where a server delivers packets: a :class:`~bcnp.dispatcher.Dispatcher`."""
 
     schema: Schema
-    connection_timeout: float
+    link_timeout: float
     max_buffer: int | None
     max_messages: int
 
@@ -299,7 +299,7 @@ class ServerBase:
             on_error=self._on_parse_error,
             handshake_timeout=cfg.handshake_timeout,
             idle_timeout=cfg.idle_timeout,
-            link_timeout=sink.connection_timeout,
+            link_timeout=sink.link_timeout,
             datagrams=datagrams,
             max_buffer=sink.max_buffer,
             max_messages=sink.max_messages,

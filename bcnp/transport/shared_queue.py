@@ -75,7 +75,7 @@ class SharedQueue:
         with self.lock:
             queue = self.queue
             active = queue.update(now)
-            if active is None and self._fed and not queue.is_connected(now):
+            if active is None and self._fed and not queue.link_alive(now):
                 # A local source (notify_received without packets) is not a link: only
                 # a controller's packets make a loss here.
                 self._fed = False
