@@ -36,7 +36,7 @@ not expected. Checked for every input:
   than the last, or 1 after a packet; an input of valid packets only reports
   no error and leaves nothing buffered.
 
-Handshake inputs go through ``parse_handshake`` and the link object that
+Handshake inputs go through ``parse_handshake`` and the connection object that
 decides every handshake, :class:`~bcnp.connection.Connection`, driven directly
 as the servers and the host client drive it: as a stream (the input cut into
 segments, then the end of the stream) and as a datagram (the input, then a
@@ -44,7 +44,7 @@ packet, then the handshake again). A handshake must be accepted exactly when
 it is ``b"BCNP"`` + our hash (as a datagram: and nothing else); a refusal says
 why (wrong magic, hash mismatch, too short) and names both hashes; after an
 accepted stream handshake exactly the rest of the input reaches the parser
-(once the owner accepts the link), and no byte of a refused or unpaired peer
+(once the owner accepts the connection), and no byte of a refused or unpaired peer
 ever does.
 
 With ``--atheris`` the same checks run under coverage-guided fuzzing of
@@ -648,25 +648,25 @@ class Harness:
         self.check(f"0x{hash_field:08X}" in outcome.reason, "refusal does not name the peer's hash")
 
     def stream_gate(self, case: Case, now: float, good: bool, magic_ok: bool, hash_field: int | None) -> None:
-        """The link as a TCP server or client drives it: segments, then the end of the stream."""
+        """The connection as a TCP server or client drives it: segments, then the end of the stream."""
         data = case.data
         got: list[bytes] = []
-        link = Connection(SCHEMA, opened_at=now, on_packet=lambda view, t: got.append(view.to_bytes()))
-        self.check(link.handshake == HANDSHAKE, "the link's own handshake is not b'BCNP' + our hash")
+        conn = Connection(SCHEMA, opened_at=now, on_packet=lambda view, t: got.append(view.to_bytes()))
+        self.check(conn.handshake == HANDSHAKE, "the connection's own handshake is not b'BCNP' + our hash")
         outcome: HandshakeAccepted | HandshakeRejected | None = None
         for segment in chunks_of(data, case.cuts):
-            result = link.receive_data(segment, now)
+            result = conn.receive_data(segment, now)
             if result is not None:
                 self.check(outcome is None, "the handshake was decided twice")
                 outcome = result
                 if isinstance(result, HandshakeAccepted):
                     self.check(
-                        not got and link.state is ConnectionState.VERIFIED, "bytes delivered before accept"
+                        not got and conn.state is ConnectionState.VERIFIED, "bytes delivered before accept"
                     )
-                    link.accept(now)
+                    conn.accept(now)
         if outcome is None:
             self.check(len(data) < HANDSHAKE_SIZE, "8 bytes or more left the handshake undecided")
-            outcome = link.connection_lost()
+            outcome = conn.connection_lost()
             self.check(
                 isinstance(outcome, HandshakeRejected) and outcome.failure is HandshakeFailure.TOO_SHORT,
                 "a stream that ended before 8 bytes was not refused as too short",
@@ -678,31 +678,31 @@ class Harness:
         )
         if accepted:
             self.stats["handshakes accepted (tcp)"] += 1
-            self.check(link.remote_hash == SCHEMA.hash, "stream: remote hash not kept")
+            self.check(conn.remote_hash == SCHEMA.hash, "stream: remote hash not kept")
             rest = data[HANDSHAKE_SIZE:]
-            self.check(link.parser.bytes_received == len(rest), "stream: bytes after the handshake altered")
+            self.check(conn.parser.bytes_received == len(rest), "stream: bytes after the handshake altered")
             ref: list[bytes] = []
             StreamParser(SCHEMA, lambda view: ref.append(view.to_bytes())).push(rest)
             self.check(got == ref, "stream: packets behind the handshake differ from the rest parsed alone")
         else:
-            self.check(not got and link.parser.bytes_received == 0, "stream: bytes of a refused peer parsed")
-            self.check(link.state is ConnectionState.CLOSED, "stream: a refused link is not closed")
+            self.check(not got and conn.parser.bytes_received == 0, "stream: bytes of a refused peer parsed")
+            self.check(conn.state is ConnectionState.CLOSED, "stream: a refused connection is not closed")
             if len(data) >= HANDSHAKE_SIZE:
                 assert isinstance(outcome, HandshakeRejected)
                 self.stats["handshakes rejected (tcp)"] += 1
                 self.check_refusal(outcome, magic_ok, hash_field)
 
     def datagram_gate(self, data: bytes, now: float, magic_ok: bool, hash_field: int | None) -> None:
-        """The link as the UDP server drives it: the input as a datagram, a packet, the handshake again."""
+        """As the UDP server drives the connection: the input as a datagram, a packet, the handshake again."""
         exact = len(data) == HANDSHAKE_SIZE and magic_ok
         good = exact and hash_field == SCHEMA.hash
         self.check(is_handshake_datagram(data) == exact, "is_handshake_datagram decided wrongly")
         got: list[bytes] = []
-        link = Connection(
+        conn = Connection(
             SCHEMA, opened_at=now, on_packet=lambda view, t: got.append(view.to_bytes()), datagrams=True
         )
         follow = encode_packet(DRIVE, [DRIVE(0.5, 0.0, 20)])
-        outcome = link.receive_datagram(data, now)
+        outcome = conn.receive_datagram(data, now)
         self.check(
             (outcome is not None) == exact, "datagram: a handshake went unanswered, or a non-handshake was"
         )
@@ -710,9 +710,9 @@ class Harness:
         self.check(paired == good, lambda: f"datagram gate {'paired' if paired else 'refused'} {data.hex()}")
         if paired:
             self.stats["handshakes accepted (udp)"] += 1
-            link.accept(now)
-            link.receive_datagram(follow, now)
-            again = link.receive_datagram(data, now)
+            conn.accept(now)
+            conn.receive_datagram(follow, now)
+            again = conn.receive_datagram(data, now)
             self.check(
                 isinstance(again, HandshakeAccepted), "datagram: a repeated handshake was not answered"
             )
@@ -721,9 +721,9 @@ class Harness:
             )
         else:
             self.stats["handshakes rejected (udp)"] += 1
-            link.receive_datagram(follow, now)
+            conn.receive_datagram(follow, now)
             self.check(
-                not got and link.parser.bytes_received == 0, "datagram: an unpaired peer's bytes parsed"
+                not got and conn.parser.bytes_received == 0, "datagram: an unpaired peer's bytes parsed"
             )
             if exact:
                 assert isinstance(outcome, HandshakeRejected)
