@@ -33,6 +33,12 @@ import bcnp
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
+# pytest imports each test module through its assertion rewriting, about 3 s of CPU a process
+# for this suite (every xdist worker and every nested ``robotpy test`` collects all of it), and
+# keeps the result in __pycache__ unless writing bytecode is off (PYTHONDONTWRITEBYTECODE, set in
+# many CI and container images): then every process of every run pays it again.
+sys.dont_write_bytecode = False
+
 #: The deploy tier's modules (``robotpy test``, so ``robotpy deploy``).
 DEPLOY_TIER = (
     "test_robot.py",
