@@ -8,7 +8,7 @@ For each wiring (``BCNP_DRIVETRAIN``) x disturbance (physics.py's
 :class:`~physics.Disturbances`, :data:`DISTURBANCES`) x drive loops
 (``BCNP_DRIVE_LOOPS``: ``legacy``, the loops as they were, or ``tracking``, the
 wheel PI with kS/kV/kA feedforward and the gyro turn-rate loop) it starts one
-headless simulator (:class:`benchmarks.simbot.SimRobot`) and drives in it, one
+headless simulator (:class:`benchmarks.harness.sim.SimRobot`) and drives in it, one
 after the other, pausing between them:
 
 * ``arc-left``: a planned 4 s arc, as a planner (Choreo, PathPlanner) sends it:
@@ -25,7 +25,7 @@ limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
 trajectory ``--follow`` follows too).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
-model, over NetworkTables, :class:`benchmarks.simbot.FieldPose`), relative to where
+model, over NetworkTables, :class:`benchmarks.harness.truth.FieldPose`), relative to where
 the robot stood when the case began. Per case: the end position error (m), the
 end heading error (rad) and the largest deviation (m: each true pose's distance
 to the nearest point of the path). Targets (:data:`TARGETS`, printed beside the
@@ -57,13 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import Client, LinkError, ReconnectPolicy
-from bcnp.host.follow import Follower
-from bcnp.host.replay import Replay
+from bcnp.host.client import LinkError, ReconnectPolicy
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
+from benchmarks.harness.rig import Rig, drive
+from benchmarks.harness.sim import SimRobot
+from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D, watch_drive
 from benchmarks.report import write_json
-from benchmarks.simbot import PAUSE_S, FieldPose, SimRobot, watch_drive
-from messages import SCHEMA
 from physics import DISTURBANCE_ENV, Disturbances
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +116,6 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     **{d: (0.10, 0.05) for d in DISTURBANCES if d != "none"},
 }
 
-Path2D = tuple[list[float], list[float]]
 MODES = ("open", "follow")
 
 
@@ -217,23 +215,13 @@ def run_case(
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
-    client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
+    with Rig(robot_port, "tcp", proxied=False) as rig:
 
-    def drive() -> None:
-        client.connect()
-        if case.mode == "open":
-            replay = Replay(client, commands)
-            replay.run()
-            case.outages = len(replay.outages)
-        else:
-            follower = Follower(client, reference, limits)
-            client.on_telemetry = follower.on_telemetry
-            case.outages = len(follower.run().outages)
+        def run() -> None:
+            client = rig.connect(reconnect=ReconnectPolicy())
+            case.outages = drive(client, case.mode, commands, reference, limits)
 
-    try:
-        watched = watch_drive(truth, drive)
-    finally:
-        client.close()
+        watched = watch_drive(truth, run)
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.end_m, case.end_rad = watched.end_m(reference), watched.end_rad(reference)

@@ -4,17 +4,20 @@
 
 Prints the sum of durationMs it sent (one line) once everything is written.
 The packets are encoded before the first data byte is sent, so the server's
-timing covers transport and ingest only.
+timing covers transport and ingest only; the harness's sender
+(:func:`benchmarks.harness.sender.send_loop`) writes them, all at once.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+import threading
 from pathlib import Path
 
 from bcnp import encode_packet, load_schema
 from bcnp.host.client import Client
+from benchmarks.harness.sender import Burst, Sent, send_loop
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
 DISTINCT_PACKETS = 16
@@ -36,7 +39,11 @@ def main(argv: list[str]) -> int:
     stream = b"".join(p for p, _ in packets)
     total = sum(s for _, s in packets)
     with Client(schema, "127.0.0.1", port, keepalive_interval=None) as client:
-        client.send_packets([stream])
+        bursts = iter([Burst(stream, len(packets), len(packets) * per_packet)])
+        sent = Sent()
+        send_loop(client, lambda t: next(bursts, None), threading.Event(), sent)
+        if sent.error is not None:
+            raise sent.error
         print(total, flush=True)
         sys.stdin.readline()  # hold the link open until the server has counted everything
     return 0

@@ -1,6 +1,6 @@
 """A host learns whether the robot it drives will drive: the robot's mode, seen from the host.
 
-The robot in a headless simulator process (benchmarks/simbot.py) as a user starts
+The robot in a headless simulator process (benchmarks/harness/sim.py) as a user starts
 it, a real ``python -m bcnp send`` against it, the robot's NetworkTables read by
 the host tool's own NT4 client. Each robot serves NetworkTables on a port of its
 own (``SimRobot.nt_port``, ``--nt-port``), so another simulator running beside
@@ -64,7 +64,7 @@ def test_which_simulators_start_ready_to_be_driven(
 
 
 def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
     nt_port = free_port()
     with SimRobot(
@@ -93,7 +93,7 @@ def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> Non
     """``python -m robotpy sim --nogui`` with no BCNP_SIM_AUTONOMOUS at all, as a user
     starts it: in autonomous, enabled; send has nothing to say."""
     from bcnp.host.monitor import Monitor
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
     nt_port = free_port()
     with SimRobot(

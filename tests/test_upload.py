@@ -96,7 +96,7 @@ def test_the_upload_set_is_the_robot_and_nothing_of_the_workspace(tmp_path: Path
 def test_the_robot_runs_from_its_upload_set_with_only_its_requirements(
     tmp_path: Path, robot_python: Path
 ) -> None:
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
     upload = tmp_path / "upload"
     upload_set(upload)
