@@ -67,7 +67,7 @@ from benchmarks.harness.rig import FIELD, Rig, recorded_replay
 from benchmarks.harness.robotlog import LOG_WRITE_S, CommandStart, read_command_starts
 from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, TAIL_S, Path2D, deviation, plan_path
-from benchmarks.report import write_json
+from benchmarks.report import add_output_arguments, failed, log, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
@@ -327,16 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "no fault and a field profile with a 1 s link drop.",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the proxies' random faults (default 1)")
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     base = load_path(PATH)
     (commands,) = tag_paths(base)
@@ -400,9 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         date = time.strftime("%Y-%m-%d", time.gmtime())
         draw(cases, args.image, f"paths/figure8.csv through the fault proxy to the headless sim, {date}")
         log(f"figure: {args.image}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    return failed(failures)
 
 
 if __name__ == "__main__":

@@ -36,10 +36,10 @@ from pathlib import Path
 import constants
 from bcnp.host.client import ReconnectPolicy
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.harness.rig import Rig, drive, recorded_replay
+from benchmarks.harness.rig import Rig, recorded_replay, watched_drive
 from benchmarks.harness.sim import SimRobot
-from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D, watch_drive
-from benchmarks.report import write_json
+from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
+from benchmarks.report import add_output_arguments, failed, log, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
@@ -83,21 +83,23 @@ class Case:
 def run_case(
     case: Case,
     robot_port: int,
-    commands: Sequence[PathCommand],
-    reference: Trajectory,
+    plan: tuple[Sequence[PathCommand], Trajectory],
     limits: DriveLimits,
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
+    commands, reference = plan
     half = reference.total / 2 if case.mode == "follow" else sum(c.duration_ms for c in commands) / 2000
-    with Rig(robot_port, case.transport) as rig:
-        drop = rig.drop_once(half if case.disturbance == "drop" else math.inf, DROP_S)
-
-        def run() -> None:
-            client = rig.connect(reconnect=ReconnectPolicy())
-            case.outages = drive(client, case.mode, commands, reference, limits, at=drop)
-
-        watched = watch_drive(truth, run)
+    watched, case.outages = watched_drive(
+        truth,
+        robot_port,
+        case.mode,
+        plan,
+        limits,
+        transport=case.transport,
+        proxied=True,
+        drop=(half, DROP_S) if case.disturbance == "drop" else None,
+    )
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.final_error_m = watched.end_m(reference)
@@ -184,16 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="The figure-8, open loop against --follow, under disturbances."
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     commands = load_path(PATH)
     limits = DriveLimits.from_constants(constants)
@@ -217,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if case.disturbance != disturbance:
                         continue
                     time.sleep(PAUSE_S)
-                    run_case(case, robot.port, commands, reference, limits, truth, log)
+                    run_case(case, robot.port, (commands, reference), limits, truth, log)
             finally:
                 if truth is not None:
                     truth.close()
@@ -256,9 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"paths/figure8.csv, open loop against --follow, headless sim, {date}",
         )
         log(f"figure: {args.image}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    return failed(failures)
 
 
 if __name__ == "__main__":

@@ -57,12 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import LinkError, ReconnectPolicy
+from bcnp.host.client import LinkError
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.harness.rig import Rig, drive
+from benchmarks.harness.rig import watched_drive
 from benchmarks.harness.sim import SimRobot
-from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D, watch_drive
-from benchmarks.report import write_json
+from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
+from benchmarks.report import add_output_arguments, log, write_json
 from physics import DISTURBANCE_ENV, Disturbances
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,19 +209,13 @@ def environment(disturbance: str, loops: str) -> dict[str, str]:
 def run_case(
     case: Case,
     robot_port: int,
-    commands: Sequence[PathCommand],
-    reference: Trajectory,
+    plan: tuple[list[PathCommand], Trajectory],
     limits: DriveLimits,
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
-    with Rig(robot_port, "tcp", proxied=False) as rig:
-
-        def run() -> None:
-            client = rig.connect(reconnect=ReconnectPolicy())
-            case.outages = drive(client, case.mode, commands, reference, limits)
-
-        watched = watch_drive(truth, run)
+    reference = plan[1]
+    watched, case.outages = watched_drive(truth, robot_port, case.mode, plan, limits)
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.end_m, case.end_rad = watched.end_m(reference), watched.end_rad(reference)
@@ -259,8 +253,7 @@ def run_combination(
         truth.pose()
         for case in cases:
             time.sleep(PAUSE_S)
-            commands, reference = plans[case.path]
-            run_case(case, robot.port, commands, reference, limits, truth, log)
+            run_case(case, robot.port, plans[case.path], limits, truth, log)
             if not robot.alive():
                 case.error = case.error or f"the robot died:\n{robot.output()}"
                 break
@@ -424,11 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "differs from the model: arcs and the figure-8, legacy against tracking loops, open loop "
         "and --follow.",
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     # One case's cell can be re-run alone: each dimension takes a comma-separated subset.
     subsets: dict[str, Sequence[str]] = {
         "--wiring": WIRINGS,
@@ -444,9 +433,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             help=f"comma-separated, of {','.join(choices)} (default all)",
         )
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     for disturbance in args.disturbance:  # the simulator would refuse a bad value; say so first
         Disturbances(**DISTURBANCES[disturbance])

@@ -13,13 +13,12 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from pathlib import Path
 
 from bcnp import encode_packet, load_schema
 from bcnp.host.client import Client
 from benchmarks.harness.sender import Burst, Sent, send_loop
+from benchmarks.harness.workloads import SCHEMA_PATH, random_commands
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
 DISTINCT_PACKETS = 16
 
 
@@ -30,10 +29,7 @@ def main(argv: list[str]) -> int:
     rng = random.Random(seed)
     variants = []
     for _ in range(DISTINCT_PACKETS):
-        batch = [
-            drive(vx=rng.uniform(-1.5, 1.5), omega=rng.uniform(-2.5, 2.5), durationMs=rng.randint(1, 100))
-            for _ in range(per_packet)
-        ]
+        batch = random_commands(drive, per_packet, rng)
         variants.append((encode_packet(drive, batch), sum(m.durationMs for m in batch)))
     packets = [variants[i % DISTINCT_PACKETS] for i in range(count // per_packet)]
     stream = b"".join(p for p, _ in packets)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from support import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -65,10 +64,8 @@ def docs_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The robot where the docs say it is: 127.0.0.1:5800, started on first need."""
     from benchmarks.harness.sim import SimRobot
 
-    # Its NetworkTables on a port of its own: a user's sim may hold 5810.
-    robot = SimRobot(
-        tmp_path_factory.mktemp("docs-robot"), DOCS_PORT, env={"BCNP_SIM_NT_PORT": str(free_port())}
-    )
+    # Its NetworkTables on a port of its own (SimRobot's): a user's sim may hold 5810.
+    robot = SimRobot(tmp_path_factory.mktemp("docs-robot"), DOCS_PORT)
     try:
         robot.start()
     except (RuntimeError, OSError) as exc:

@@ -10,8 +10,9 @@ partition that happens once, when a path's time reaches a moment. :data:`FIELD` 
 field profile the benchmarks run their faulty cases under.
 
 Driving: :func:`recorded_replay` (a replay with the robot's telemetry recorded on its
-schedule) and :func:`drive` (a path open loop, ``Replay``, or closed loop, ``Follower``,
-``replay --follow``). :func:`host_tool` runs ``python -m bcnp ...`` as a child, as a user
+schedule), :func:`drive` (a path open loop, ``Replay``, or closed loop, ``Follower``,
+``replay --follow``) and :func:`watched_drive` (one through a rig of its own, the true pose
+sampled around it). :func:`host_tool` runs ``python -m bcnp ...`` as a child, as a user
 runs it.
 """
 
@@ -26,11 +27,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bcnp.host.client import Client, LinkClosedError, LinkError
+from bcnp.host.client import Client, LinkClosedError, LinkError, ReconnectPolicy
 from bcnp.host.faults import Faults
 from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay, TelemetryRecorder, telemetry_spec
 from bcnp.paths import DriveLimits, PathCommand, Trajectory
+from benchmarks.harness.truth import FieldPose, Watched, watch_drive
 from messages import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -210,6 +212,34 @@ def drive(
     follower = Follower(client, reference, limits, sleep=sleep)
     client.on_telemetry = follower.on_telemetry
     return len(follower.run().outages)
+
+
+def watched_drive(
+    truth: FieldPose,
+    robot_port: int,
+    mode: str,
+    plan: tuple[Sequence[PathCommand], Trajectory],
+    limits: DriveLimits,
+    *,
+    transport: str = "tcp",
+    proxied: bool = False,
+    drop: tuple[float, float] | None = None,
+) -> tuple[Watched, int]:
+    """:func:`drive` of ``plan`` (its commands and the trajectory they drive) by a new client
+    (reconnecting) through a rig of its own, watched through ``truth`` (:func:`watch_drive`);
+    ``drop``: a partition of ``drop[1]`` s when the path's time reaches ``drop[0]``. Returns
+    what was watched and the outages the drive rode through."""
+    commands, reference = plan
+    outages = [0]
+    with Rig(robot_port, transport, proxied=proxied) as rig:
+        at = None if drop is None else rig.drop_once(*drop)
+
+        def run() -> None:
+            client = rig.connect(reconnect=ReconnectPolicy())
+            outages[0] = drive(client, mode, commands, reference, limits, at=at)
+
+        watched = watch_drive(truth, run)
+    return watched, outages[0]
 
 
 def host_tool(*args: str, **options: Any) -> subprocess.Popen[str]:
