@@ -107,18 +107,18 @@ def _inner(runs: int) -> int:
     from bcnp.queue import MessageQueue, MessageQueueConfig
     from bcnp.schema import load_schema
     from bcnp.wire import encode_packet
-    from benchmarks.throughput import SCHEMA_PATH, _chunks, _commands
-    from benchmarks.tick_instructions import Callgrind
+    from benchmarks.harness.callgrind import Callgrind
+    from benchmarks.harness.workloads import SCHEMA_PATH, chunks, random_commands
 
     callgrind = Callgrind()
     toggle = callgrind.toggle
     schema = load_schema(SCHEMA_PATH)
     drive = schema["DriveCmd"]
     rng = random.Random(3)
-    big = _commands(drive, 65535, rng)
+    big = random_commands(drive, 65535, rng)
     expected = encode_packet(drive, big)
-    batches = [_commands(drive, 100, rng) for _ in range(655)]
-    chunks = _chunks(b"".join(encode_packet(drive, b) for b in batches))
+    batches = [random_commands(drive, 100, rng) for _ in range(655)]
+    pieces = chunks(b"".join(encode_packet(drive, b) for b in batches))
     callgrind.start_instrumentation()
 
     def encode() -> None:
@@ -134,7 +134,7 @@ def _inner(runs: int) -> int:
         dispatcher.register("DriveCmd", queue.handle_packet)
         push = dispatcher.push
         toggle()
-        for chunk in chunks:
+        for chunk in pieces:
             push(chunk, 0.0)
         toggle()
         if queue.size() != 65500 or dispatcher.parse_errors:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.field [--seed S] [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
 
-Starts the real robot program headless (``benchmarks.simbot.SimRobot``, one
+Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``, one
 process for every case) and replays ``paths/figure8.csv`` (252 commands of
 50 ms, 12.6 s) from this process through a :class:`bcnp.host.proxy.Proxy` to
 it, four times: over TCP and over UDP, each (a) with no fault and (b) with a
@@ -31,7 +31,7 @@ Per case it reports:
 
 To tell which command the robot started, each command carries a tag in its
 lowest wire digits: vx and omega travel as integers of 1/10,000, and each
-command's pair is moved by a few of those units (:func:`tag_paths`; for the
+command's pair is moved by a few of those units (``benchmarks.harness.judge.tag_paths``; for the
 figure-8 at most 8 units, 0.0008 m/s and 0.0008 rad/s, averaging zero), so no
 two commands of a path are alike. The robot logs each command as it starts
 (``BCNP/Command/*``, after clamping, which leaves these values alone), and the
@@ -51,187 +51,33 @@ import bisect
 import math
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bcnp.defaults import KITBOT_TRACK_WIDTH_M, LINK_TIMEOUT_S
-from bcnp.host.client import Client, LinkError, ReconnectPolicy
-from bcnp.host.faults import Faults
+from bcnp.defaults import KITBOT_TRACK_WIDTH_M
+from bcnp.host.client import LinkError, ReconnectPolicy
 from bcnp.host.plot import odometry
-from bcnp.host.proxy import Proxy
-from bcnp.host.replay import Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from bcnp.host.replay import Schedule, TelemetryRecorder
 from bcnp.paths import PathCommand, load_path
-from benchmarks.report import write_json
-from benchmarks.simbot import CommandStart, Path2D, SimRobot, deviation, late_commands, read_command_starts
-from messages import SCHEMA, DriveCmd
+from benchmarks.harness.judge import LATE_S, Plan, early, judge, late, spread, tag_offsets, tag_paths, unknown
+from benchmarks.harness.rig import FIELD, Rig, recorded_replay
+from benchmarks.harness.robotlog import LOG_WRITE_S, CommandStart, read_command_starts
+from benchmarks.harness.sim import SimRobot
+from benchmarks.harness.truth import PAUSE_S, TAIL_S, Path2D, deviation, plan_path
+from benchmarks.report import add_output_arguments, failed, log, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
 IMAGE = ROOT / "docs" / "images" / "field-paths.png"
 
-#: The field profile: both directions; loss only touches UDP.
-FIELD = Faults(latency=0.005, jitter=0.003, bandwidth=7e6, loss=0.01)
 #: One link drop of this long, when half of the path's time has passed.
 DROP_S = 1.0
-#: A command is late when the robot starts it more than this after the host's plan.
-LATE_S = LINK_TIMEOUT_S
-#: Wire units of vx and omega (1 / the schema's float scale).
-UNIT = 1 / DriveCmd.spec.fields[0].effective_scale
-#: Telemetry still recorded after the replay returns (the robot has stopped by then).
-TAIL_S = 0.5
-#: Between cases: the robot has dropped the last controller (link timeout) and settled.
-PAUSE_S = 1.5
-#: The robot writes its data log every 0.25 s: wait this long before reading it.
-LOG_WRITE_S = 1.0
-
-
-# -- commands that say which they are ---------------------------------------------------------------
-
-
-def _units(value: float) -> int:
-    return round(value / UNIT)
-
-
-def command_key(vx: float, omega: float) -> tuple[int, int]:
-    """What identifies a tagged command: vx and omega in wire units (not the duration: a
-    resumed remainder is shorter)."""
-    return _units(vx), _units(omega)
-
-
-def tag_paths(commands: Sequence[PathCommand], variants: int = 1) -> list[list[PathCommand]]:
-    """``variants`` copies of the path, every command of every copy made distinct.
-
-    Tag ``n`` (``variant * len + index``) moves vx by ``n % k - k // 2`` and omega
-    by ``n // k - m // 2`` wire units, ``k`` the square root of the number of tags
-    rounded up and ``m`` the number of rows: tags average about zero. Raises
-    ``ValueError`` when two tagged commands would still be alike.
-    """
-    total = len(commands) * variants
-    k = math.isqrt(total - 1) + 1 if total > 1 else 1
-    rows = -(-total // k)
-    out: list[list[PathCommand]] = []
-    seen: set[tuple[int, int]] = set()
-    for variant in range(variants):
-        tagged = []
-        for i, c in enumerate(commands):
-            n = variant * len(commands) + i
-            vx = (_units(c.vx) + n % k - k // 2) * UNIT
-            omega = (_units(c.omega) + n // k - rows // 2) * UNIT
-            key = command_key(vx, omega)
-            if key in seen:
-                raise ValueError(f"command {i} of variant {variant} is not distinct after tagging")
-            seen.add(key)
-            tagged.append(PathCommand(vx, omega, c.duration_ms))
-        out.append(tagged)
-    return out
-
-
-def tag_offsets(commands: Sequence[PathCommand], tagged: Sequence[PathCommand]) -> tuple[float, float]:
-    """The largest tag, in vx (m/s) and omega (rad/s)."""
-    dv = max(abs(t.vx - c.vx) for c, t in zip(commands, tagged, strict=True))
-    dw = max(abs(t.omega - c.omega) for c, t in zip(commands, tagged, strict=True))
-    return dv, dw
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One replay of a tagged path: when the host started it (wall seconds) and its schedule."""
-
-    start_wall: float
-    schedule: Schedule
-    keys: dict[tuple[int, int], int]
-
-    @classmethod
-    def of(cls, start_wall: float, commands: Sequence[PathCommand]) -> Plan:
-        keys = {command_key(c.vx, c.omega): i for i, c in enumerate(commands)}
-        return cls(start_wall, Schedule(commands), keys)
-
-    def due(self, index: int, duration_ms: int) -> float:
-        """When the robot should start command ``index`` run for ``duration_ms`` (wall seconds).
-
-        A whole command is due at its start; a remainder resumed after an outage
-        ends where the command ends, so it is due its duration before that end.
-        """
-        return self.start_wall + self.schedule.starts[index + 1] - duration_ms / 1000
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A command start the robot logged, matched to a plan."""
-
-    start: CommandStart
-    plan: int  # index into the plans given to :func:`judge`; -1: no plan knows it
-    index: int  # the command's index in its path; -1: unknown
-    lateness: float  # robot start minus the plan's (seconds); nan when unknown
-
-
-def judge(starts: Sequence[CommandStart], plans: Sequence[Plan], slack: float = 0.05) -> list[Judged]:
-    """Each start matched to the latest plan that knows its tag and began before it (``slack``
-    allows for the two clocks' error), with its lateness (:meth:`Plan.due`)."""
-    order = sorted(range(len(plans)), key=lambda p: plans[p].start_wall)
-    begun = [plans[p].start_wall for p in order]
-    out = []
-    for s in starts:
-        key = command_key(s.vx, s.omega)
-        found = (-1, -1, math.nan)
-        for pos in range(bisect.bisect_right(begun, s.wall_time + slack) - 1, -1, -1):
-            p = order[pos]
-            index = plans[p].keys.get(key)
-            if index is not None:
-                found = (p, index, s.wall_time - plans[p].due(index, s.duration_ms))
-                break
-        out.append(Judged(s, *found))
-    return out
-
-
-def late(judged: Sequence[Judged], plans: Sequence[Plan]) -> list[tuple[int, int, float]]:
-    """``(plan, index, seconds late)`` of each start more than :data:`LATE_S` after its plan,
-    by ``benchmarks.simbot.late_commands``."""
-    out = []
-    for p, plan in enumerate(plans):
-        mine = [j for j in judged if j.plan == p]
-        index = {id(j.start): j.index for j in mine}
-        found = late_commands(
-            [j.start for j in mine],
-            plan.schedule.starts,
-            plan.start_wall,
-            index_of=lambda s, index=index: index[id(s)],  # type: ignore[misc]
-            tolerance=LATE_S,
-        )
-        out += [(p, i, seconds) for i, seconds in found]
-    return out
 
 
 # -- paths ------------------------------------------------------------------------------------------
-
-
-def plan_path(commands: Sequence[PathCommand], step: float = 0.005) -> tuple[Path2D, list[float]]:
-    """The commanded path: each command held for its duration, as exact arcs every ``step`` s;
-    and each pose's time (seconds from the first command)."""
-    xs, ys, ts = [0.0], [0.0], [0.0]
-    x = y = heading = t = 0.0
-    for c in commands:
-        left = c.duration_ms / 1000
-        while left > 1e-12:
-            dt = min(step, left)
-            left -= dt
-            t += dt
-            ds, dtheta = c.vx * dt, c.omega * dt
-            if abs(dtheta) < 1e-12:
-                x, y = x + ds * math.cos(heading), y + ds * math.sin(heading)
-            else:
-                r = ds / dtheta
-                x += r * (math.sin(heading + dtheta) - math.sin(heading))
-                y -= r * (math.cos(heading + dtheta) - math.cos(heading))
-                heading += dtheta
-            xs.append(x)
-            ys.append(y)
-            ts.append(t)
-    return (xs, ys), ts
 
 
 def driven_path(recorder: TelemetryRecorder, track_width: float) -> tuple[Path2D, list[float]]:
@@ -310,22 +156,6 @@ class Case:
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
 
-class _Events:
-    """The proxy's events with the wall time they happened."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.items: list[tuple[float, str]] = []
-
-    def __call__(self, t: float, message: str) -> None:
-        with self.lock:
-            self.items.append((time.time(), message))
-
-    def first(self, prefix: str) -> float | None:
-        with self.lock:
-            return next((w for w, m in self.items if m.startswith(prefix)), None)
-
-
 def run_case(
     case: Case,
     robot_port: int,
@@ -337,76 +167,53 @@ def run_case(
     """Replays ``commands`` through a new proxy to the robot and fills in ``case``
     (all but the figures from the robot's log: :func:`judge_cases`)."""
     field_case = case.profile == "field"
-    events = _Events()
-    proxy = Proxy(
-        ("127.0.0.1", robot_port),
-        tcp=case.transport == "tcp",
-        udp=case.transport == "udp",
-        faults=FIELD if field_case else None,
-        seed=seed,
-        on_event=events,
-    )
-    proxy.start()
-    port = proxy.tcp_port or proxy.udp_port
-    client = Client(SCHEMA, "127.0.0.1", port, udp=case.transport == "udp", reconnect=ReconnectPolicy())
-    try:
-        client.connect()
-        replay = Replay(client, commands, clock=time.time)
-        spec = telemetry_spec(SCHEMA, client.command_spec)
-        assert spec is not None
-        recorder = TelemetryRecorder(spec, replay.schedule, clock=time.time)
-        replay.recorder = recorder
-        client.on_telemetry = recorder
-        half = replay.schedule.total / 2
-        dropped = threading.Event()
-
-        def progress(p: Progress) -> None:
-            if field_case and not dropped.is_set() and p.elapsed >= half:
-                dropped.set()
-                case.drop_at_s = p.elapsed
-                proxy.partition(DROP_S)
-
-        case.commands = len(commands)
-        case.start_wall = time.time()
+    with Rig(robot_port, case.transport, faults=FIELD if field_case else None, seed=seed) as rig:
         try:
-            replay.run(progress)
-        except LinkError as exc:
-            case.error = f"replay raised {type(exc).__name__}: {exc}"
-        time.sleep(TAIL_S)
-        case.end_wall = time.time()
-        assert replay.start is not None
-        case.start_wall = replay.start
-        case.plan = Plan.of(replay.start, commands)
-        case.outages = len(replay.outages)
-        case.dropped = replay.dropped
-        case.outage_s = sum(o.duration or 0.0 for o in replay.outages)
-        case.reconnects = client.status().generation - 1
-        case.heal_wall = events.first("link back")
-        if case.heal_wall is not None:
-            back = [o.back_at for o in replay.outages if o.back_at is not None]
-            if back:
-                case.back_to_link_ms = (replay.start + back[0] - case.heal_wall) * 1000
-        case.commanded, commanded_times = plan_path(commands)
-        case.driven, times = driven_path(recorder, track_width)
-        case.telemetry_rows = len(times)
-        if case.drop_at_s is not None:
-            first = bisect.bisect_left(times, case.drop_at_s)
-            last = bisect.bisect_right(times, case.drop_at_s + DROP_S)
-            case.drop_span = (max(first - 1, 0), min(last, len(times) - 1))
-        if len(case.driven[0]) > 1:
-            case.final_error_m = end_gap(case.driven, case.commanded)
-            case.max_deviation_m = deviation(case.driven, case.commanded)
-            case.max_same_time_m = same_time_deviation(case.driven, times, case.commanded, commanded_times)
-        counters = proxy.counters()
-        case.proxy = {
-            k: getattr(counters, k)
-            for k in ("tcp_accepted", "udp_received", "udp_forwarded", "udp_dropped", "partitions")
-        }
-    except Exception as exc:  # reported as the case's error: the benchmark fails, the others still run
-        case.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        client.close()
-        proxy.close()
+            client = rig.connect(reconnect=ReconnectPolicy())
+            replay, recorder = recorded_replay(client, commands, clock=time.time)
+            assert rig.proxy is not None
+            drop = rig.drop_once(replay.schedule.total / 2 if field_case else math.inf, DROP_S)
+            case.commands = len(commands)
+            case.start_wall = time.time()
+            try:
+                replay.run(lambda p: drop(p.elapsed))
+            except LinkError as exc:
+                case.error = f"replay raised {type(exc).__name__}: {exc}"
+            case.drop_at_s = drop.at_s
+            time.sleep(TAIL_S)
+            case.end_wall = time.time()
+            assert replay.start is not None
+            case.start_wall = replay.start
+            case.plan = Plan.tagged(replay.start, commands)
+            case.outages = len(replay.outages)
+            case.dropped = replay.dropped
+            case.outage_s = sum(o.duration or 0.0 for o in replay.outages)
+            case.reconnects = client.status().generation - 1
+            case.heal_wall = rig.events.first("link back")
+            if case.heal_wall is not None:
+                back = [o.back_at for o in replay.outages if o.back_at is not None]
+                if back:
+                    case.back_to_link_ms = (replay.start + back[0] - case.heal_wall) * 1000
+            case.commanded, commanded_times = plan_path(commands)
+            case.driven, times = driven_path(recorder, track_width)
+            case.telemetry_rows = len(times)
+            if case.drop_at_s is not None:
+                first = bisect.bisect_left(times, case.drop_at_s)
+                last = bisect.bisect_right(times, case.drop_at_s + DROP_S)
+                case.drop_span = (max(first - 1, 0), min(last, len(times) - 1))
+            if len(case.driven[0]) > 1:
+                case.final_error_m = end_gap(case.driven, case.commanded)
+                case.max_deviation_m = deviation(case.driven, case.commanded)
+                case.max_same_time_m = same_time_deviation(
+                    case.driven, times, case.commanded, commanded_times
+                )
+            counters = rig.proxy.counters()
+            case.proxy = {
+                k: getattr(counters, k)
+                for k in ("tcp_accepted", "udp_received", "udp_forwarded", "udp_dropped", "partitions")
+            }
+        except Exception as exc:  # reported as the case's error: the benchmark fails, the others still run
+            case.error = f"{type(exc).__name__}: {exc}"
     error = f", {case.error}" if case.error else ""
     log(f"{case.name}: {case.outages} outage(s), {case.dropped} dropped{error}")
 
@@ -419,11 +226,11 @@ def judge_cases(cases: Sequence[Case], starts: Sequence[CommandStart]) -> None:
         mine = [s for s in starts if case.start_wall - 0.05 <= s.wall_time <= case.end_wall]
         judged = judge(mine, [case.plan])
         case.started = len(judged)
-        case.unknown = sum(1 for j in judged if j.index < 0)
-        case.late = len(late(judged, [case.plan]))
-        case.early = sum(1 for j in judged if j.lateness < -LATE_S)
-        known = [j.lateness for j in judged if j.index >= 0]
-        case.worst_lateness_ms = max(known) * 1000 if known else math.nan
+        case.unknown = len(unknown(judged))
+        case.late = len(late(judged))
+        case.early = len(early(judged))
+        known = spread(judged)
+        case.worst_lateness_ms = known[1] * 1000 if known else math.nan
         if case.heal_wall is not None:
             after = [s.wall_time for s in mine if s.wall_time >= case.heal_wall]
             if after:
@@ -520,16 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "no fault and a field profile with a 1 s link drop.",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the proxies' random faults (default 1)")
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     base = load_path(PATH)
     (commands,) = tag_paths(base)
@@ -593,9 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         date = time.strftime("%Y-%m-%d", time.gmtime())
         draw(cases, args.image, f"paths/figure8.csv through the fault proxy to the headless sim, {date}")
         log(f"figure: {args.image}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    return failed(failures)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -m benchmarks.follow [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
 
-Starts the real robot program headless (``benchmarks.simbot.SimRobot``) and
+Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``) and
 drives ``paths/figure8.csv`` (12.6 s) through the fault proxy, over TCP and
 over UDP, open loop (:class:`~bcnp.host.replay.Replay`) and closed loop
 (:class:`~bcnp.host.follow.Follower`), under two disturbances:
@@ -28,21 +28,18 @@ import argparse
 import math
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import Client, ReconnectPolicy
-from bcnp.host.follow import Follower
-from bcnp.host.proxy import Proxy
-from bcnp.host.replay import Progress, Replay, TelemetryRecorder, telemetry_spec
+from bcnp.host.client import ReconnectPolicy
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.report import write_json
-from benchmarks.simbot import PAUSE_S, FieldPose, Path2D, SimRobot, watch_drive
-from messages import SCHEMA
+from benchmarks.harness.rig import Rig, recorded_replay, watched_drive
+from benchmarks.harness.sim import SimRobot
+from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
+from benchmarks.report import add_output_arguments, failed, log, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
@@ -86,52 +83,23 @@ class Case:
 def run_case(
     case: Case,
     robot_port: int,
-    commands: Sequence[PathCommand],
-    reference: Trajectory,
+    plan: tuple[Sequence[PathCommand], Trajectory],
     limits: DriveLimits,
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
-    udp = case.transport == "udp"
-    proxy = Proxy(("127.0.0.1", robot_port), tcp=not udp, udp=udp)
-    proxy.start()
-    port = proxy.udp_port if udp else proxy.tcp_port
-    client = Client(SCHEMA, "127.0.0.1", port, udp=udp, reconnect=ReconnectPolicy())
-    drop = case.disturbance == "drop"
+    commands, reference = plan
     half = reference.total / 2 if case.mode == "follow" else sum(c.duration_ms for c in commands) / 2000
-    dropped = threading.Event()
-
-    def drive() -> None:
-        client.connect()
-        if case.mode == "open":
-            replay = Replay(client, commands)
-
-            def progress(p: Progress) -> None:
-                if drop and not dropped.is_set() and p.elapsed >= half:
-                    dropped.set()
-                    proxy.partition(DROP_S)
-
-            replay.run(progress)
-            case.outages = len(replay.outages)
-        else:
-            spec = telemetry_spec(SCHEMA, client.command_spec)
-            assert spec is not None
-
-            def sleep(seconds: float) -> None:
-                if drop and not dropped.is_set() and follower.reference_time >= half:
-                    dropped.set()
-                    proxy.partition(DROP_S)
-                time.sleep(seconds)
-
-            follower = Follower(client, reference, limits, sleep=sleep)
-            client.on_telemetry = follower.on_telemetry
-            case.outages = len(follower.run().outages)
-
-    try:
-        watched = watch_drive(truth, drive)
-    finally:
-        client.close()
-        proxy.close()
+    watched, case.outages = watched_drive(
+        truth,
+        robot_port,
+        case.mode,
+        plan,
+        limits,
+        transport=case.transport,
+        proxied=True,
+        drop=(half, DROP_S) if case.disturbance == "drop" else None,
+    )
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.final_error_m = watched.end_m(reference)
@@ -141,19 +109,11 @@ def run_case(
 
 def delivered_share(robot_port: int) -> float:
     """Right over left wheel speed while 1 m/s is commanded straight ahead for 3 s (steady part)."""
-    client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
-    commands = [PathCommand(1.0, 0.0, 3000)]
-    try:
-        client.connect()
-        replay = Replay(client, commands)
-        spec = telemetry_spec(SCHEMA, client.command_spec)
-        assert spec is not None
-        recorder = TelemetryRecorder(spec, replay.schedule)
-        replay.recorder = recorder
-        client.on_telemetry = recorder
+    with Rig(robot_port, "tcp", proxied=False) as rig:
+        replay, recorder = recorded_replay(
+            rig.connect(reconnect=ReconnectPolicy()), [PathCommand(1.0, 0.0, 3000)]
+        )
         replay.run()
-    finally:
-        client.close()
     cols = recorder.columns
     t, lv, rv = cols.index("hostTimeS"), cols.index("leftVelocity"), cols.index("rightVelocity")
     steady = [r for r in recorder.rows if 1.5 <= float(r[t]) <= 2.8]
@@ -226,16 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="The figure-8, open loop against --follow, under disturbances."
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     commands = load_path(PATH)
     limits = DriveLimits.from_constants(constants)
@@ -259,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if case.disturbance != disturbance:
                         continue
                     time.sleep(PAUSE_S)
-                    run_case(case, robot.port, commands, reference, limits, truth, log)
+                    run_case(case, robot.port, (commands, reference), limits, truth, log)
             finally:
                 if truth is not None:
                     truth.close()
@@ -298,9 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"paths/figure8.csv, open loop against --follow, headless sim, {date}",
         )
         log(f"figure: {args.image}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    return failed(failures)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
         [--soak-seconds 600] [--settle-seconds 10] [--rss-every 5]
 
 Starts the robot headless with the benchmarks' one launcher
-(:class:`benchmarks.simbot.SimRobot`: autonomous, enabled; BCNP on a free port,
+(:class:`benchmarks.harness.sim.SimRobot`: autonomous, enabled; BCNP on a free port,
 ``--bcnp-port`` to choose; NetworkTables on a free port of its own,
 ``BCNP_SIM_NT_PORT``) and an NT4 client on it, connects one TCP controller,
 then runs:
@@ -14,6 +14,8 @@ then runs:
 2. big      65,535-DriveCmd packets (655,361 bytes each), as fast as TCP takes them;
 3. soak     a re-planning host: every 20 ms a CLEAR_QUEUE packet holding the next
             10 x 20 ms of commands (``--soak-seconds``, 0 skips it).
+
+Each phase's host is the harness's periodic sender (:mod:`benchmarks.harness.sender`).
 
 Between phases the host sends a stop and idles for ``--settle-seconds`` (the
 10 s the loop windows span), so a phase starts with idle ticks in the windows,
@@ -48,10 +50,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -63,9 +63,10 @@ from pathlib import Path
 
 import ntcore
 
-from bcnp import CLEAR_QUEUE, encode_packet
+from bcnp import encode_packet
 from bcnp.host.client import Client, LinkError
-from benchmarks.simbot import SimRobot, free_port
+from benchmarks.harness.sender import PERIOD_S, Burst, NextPacket, Sender, Sent, replanning
+from benchmarks.harness.sim import SimRobot, free_port, spawn
 from messages import SCHEMA, DriveCmd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +79,6 @@ FLOOD_BLOCK = 1000  # small packets per write
 #: late tick) during a stall seen by the probe, up to 250 ms after it ended or 20 ms
 #: before it began.
 STALL_MATCH_US = (250_000, 20_000)
-SOAK_PERIOD = 0.02
-SOAK_HORIZON = 10  # commands per soak packet
 MAX_MESSAGES = 65535
 
 
@@ -88,15 +87,6 @@ class SimDied(RuntimeError):
 
 
 # -- the simulator process ---------------------------------------------------------------------------------
-
-
-def _child_setup() -> None:
-    """In a probe process before exec: SIGINT stops it even if our parent ignores
-    SIGINT, and it is sent SIGTERM if this script dies (Linux)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def check(sim: SimRobot) -> None:
@@ -162,12 +152,10 @@ class StallProbe:
         self.stalls: list[Stall] = []
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
         self.procs = [
-            subprocess.Popen(
+            spawn(
                 [sys.executable, "-c", PROBE, *([] if cpu is None else [str(cpu)])],
-                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 text=True,
-                preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
             )
             for cpu in cpus
         ]
@@ -243,13 +231,6 @@ class Keys:
 
 
 @dataclass
-class Sent:
-    packets: int = 0
-    messages: int = 0
-    error: BaseException | None = None
-
-
-@dataclass
 class Phase:
     name: str
     seconds: float = 0.0
@@ -281,59 +262,36 @@ class Phase:
         return self.end[key] - self.start[key]
 
 
-Sender = Callable[[Client, threading.Event, Sent], None]
-
-
-def flood_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
+def flood_packets() -> NextPacket:
+    """The flood: blocks of 1,000 one-DriveCmd packets, back to back."""
     block = b"".join(
         encode_packet(DriveCmd.spec, [DriveCmd(vx=0.5, omega=0.2 * ((i % 5) - 2), durationMs=20)])
         for i in range(FLOOD_BLOCK)
     )
-    while not stop.is_set():
-        client.send_packets([block])
-        sent.packets += FLOOD_BLOCK
-        sent.messages += FLOOD_BLOCK
+    burst = Burst(block, FLOOD_BLOCK, FLOOD_BLOCK)
+    return lambda t: burst
 
 
-def big_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
-    packets = [
-        encode_packet(
-            DriveCmd.spec,
-            [DriveCmd(vx=0.4 + 0.1 * k, omega=0.3, durationMs=20) for _ in range(MAX_MESSAGES)],
+def big_packets() -> NextPacket:
+    """The big phase: two 65,535-DriveCmd packets, in turn."""
+    bursts = [
+        Burst(
+            encode_packet(
+                DriveCmd.spec,
+                [DriveCmd(vx=0.4 + 0.1 * k, omega=0.3, durationMs=20) for _ in range(MAX_MESSAGES)],
+            ),
+            1,
+            MAX_MESSAGES,
         )
         for k in range(2)
     ]
-    k = 0
-    while not stop.is_set():
-        client.send_packets([packets[k]])
-        k ^= 1
-        sent.packets += 1
-        sent.messages += MAX_MESSAGES
+    sent = [0]
 
+    def packet(t: float) -> Burst:
+        sent[0] += 1
+        return bursts[(sent[0] - 1) % 2]
 
-def soak_sender(client: Client, stop: threading.Event, sent: Sent) -> None:
-    t0 = next_send = time.monotonic()
-    while not stop.is_set():
-        t = next_send - t0
-        plan = [
-            DriveCmd(vx=1.0, omega=0.8 * math.sin(2 * math.pi * (t + i * 0.02) / 20), durationMs=20)
-            for i in range(SOAK_HORIZON)
-        ]
-        client.send_packets([encode_packet(DriveCmd.spec, plan, CLEAR_QUEUE)])
-        sent.packets += 1
-        sent.messages += SOAK_HORIZON
-        next_send += SOAK_PERIOD
-        late = time.monotonic() - next_send
-        if late > SOAK_PERIOD:  # fell behind: skip the missed slots, never burst
-            next_send += SOAK_PERIOD * math.ceil(late / SOAK_PERIOD)
-        stop.wait(max(0.0, next_send - time.monotonic()))
-
-
-def _send_loop(sender: Sender, client: Client, stop: threading.Event, sent: Sent) -> None:
-    try:
-        sender(client, stop, sent)
-    except (LinkError, OSError) as exc:
-        sent.error = exc
+    return packet
 
 
 def _mono_us() -> int:
@@ -373,7 +331,9 @@ class Bench:
             if value != last:
                 last, steady_since = value, time.monotonic()
 
-    def run(self, name: str, seconds: float, sender: Sender | None) -> Phase:
+    def run(
+        self, name: str, seconds: float, packets: NextPacket | None, period: float | None = None
+    ) -> Phase:
         phase = Phase(name)
         time.sleep(0.1)
         self.keys.drain()  # values from before the phase
@@ -381,20 +341,14 @@ class Bench:
         t0 = time.monotonic()
         t0_us = _mono_us()
         phase.rss.append((0.0, rss_mib(self.sim)))
-        stop = threading.Event()
-        thread = None
-        if sender is not None:
-            thread = threading.Thread(
-                target=_send_loop, args=(sender, self.client, stop, phase.sent), name=name, daemon=True
-            )
-            thread.start()
-        self._watch(phase, t0 + seconds, t0, done=(lambda: not thread.is_alive()) if thread else None)
-        stop.set()
-        if thread is not None:
-            thread.join(30)
-            if thread.is_alive():
-                check(self.sim)
-                raise RuntimeError(f"{name}: the sender is stuck (the robot stopped reading)")
+        sender = None
+        if packets is not None:
+            sender = Sender(self.client, packets, period=period, name=name).start()
+            phase.sent = sender.sent
+        self._watch(phase, t0 + seconds, t0, done=(lambda: not sender.alive()) if sender else None)
+        if sender is not None and not sender.stop(30):
+            check(self.sim)
+            raise RuntimeError(f"{name}: the sender is stuck (the robot stopped reading)")
         phase.seconds = time.monotonic() - t0
         if phase.sent.error is not None:
             check(self.sim)
@@ -551,15 +505,27 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.2)
             bench = Bench(sim, keys, client, args.rss_every, probe)
             report(bench.run("idle", args.settle_seconds, None))
-            plan: list[tuple[str, float, Sender]] = [
-                ("flood: 1 x 20 ms DriveCmd per packet, full rate", args.flood_seconds, flood_sender),
-                ("big: 65,535 DriveCmds per packet, full rate", args.big_seconds, big_sender),
+            plan: list[tuple[str, float, NextPacket, float | None]] = [
+                (
+                    "flood: 1 x 20 ms DriveCmd per packet, full rate",
+                    args.flood_seconds,
+                    flood_packets(),
+                    None,
+                ),
+                ("big: 65,535 DriveCmds per packet, full rate", args.big_seconds, big_packets(), None),
             ]
             if args.soak_seconds > 0:
-                plan.append(("soak: 50 packets/s of 10 x 20 ms, CLEAR_QUEUE", args.soak_seconds, soak_sender))
-            for name, seconds, sender in plan:
+                plan.append(
+                    (
+                        "soak: 50 packets/s of 10 x 20 ms, CLEAR_QUEUE",
+                        args.soak_seconds,
+                        replanning(),
+                        PERIOD_S,
+                    )
+                )
+            for name, seconds, packets, period in plan:
                 bench.settle(args.settle_seconds)
-                report(bench.run(name, seconds, sender), soak=sender is soak_sender)
+                report(bench.run(name, seconds, packets, period), soak=period is not None)
             check(sim)
             print(f"sim alive at the end; load average {_load()}")
         except SimDied as exc:

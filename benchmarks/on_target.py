@@ -8,7 +8,7 @@ For each wiring (``BCNP_DRIVETRAIN``) x disturbance (physics.py's
 :class:`~physics.Disturbances`, :data:`DISTURBANCES`) x drive loops
 (``BCNP_DRIVE_LOOPS``: ``legacy``, the loops as they were, or ``tracking``, the
 wheel PI with kS/kV/kA feedforward and the gyro turn-rate loop) it starts one
-headless simulator (:class:`benchmarks.simbot.SimRobot`) and drives in it, one
+headless simulator (:class:`benchmarks.harness.sim.SimRobot`) and drives in it, one
 after the other, pausing between them:
 
 * ``arc-left``: a planned 4 s arc, as a planner (Choreo, PathPlanner) sends it:
@@ -25,7 +25,7 @@ limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
 trajectory ``--follow`` follows too).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
-model, over NetworkTables, :class:`benchmarks.simbot.FieldPose`), relative to where
+model, over NetworkTables, :class:`benchmarks.harness.truth.FieldPose`), relative to where
 the robot stood when the case began. Per case: the end position error (m), the
 end heading error (rad) and the largest deviation (m: each true pose's distance
 to the nearest point of the path). Targets (:data:`TARGETS`, printed beside the
@@ -57,13 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import Client, LinkError, ReconnectPolicy
-from bcnp.host.follow import Follower
-from bcnp.host.replay import Replay
+from bcnp.host.client import LinkError
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
-from benchmarks.report import write_json
-from benchmarks.simbot import PAUSE_S, FieldPose, SimRobot, watch_drive
-from messages import SCHEMA
+from benchmarks.harness.rig import watched_drive
+from benchmarks.harness.sim import SimRobot
+from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
+from benchmarks.report import add_output_arguments, log, write_json
 from physics import DISTURBANCE_ENV, Disturbances
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +116,6 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     **{d: (0.10, 0.05) for d in DISTURBANCES if d != "none"},
 }
 
-Path2D = tuple[list[float], list[float]]
 MODES = ("open", "follow")
 
 
@@ -211,29 +209,13 @@ def environment(disturbance: str, loops: str) -> dict[str, str]:
 def run_case(
     case: Case,
     robot_port: int,
-    commands: Sequence[PathCommand],
-    reference: Trajectory,
+    plan: tuple[list[PathCommand], Trajectory],
     limits: DriveLimits,
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
-    client = Client(SCHEMA, "127.0.0.1", robot_port, reconnect=ReconnectPolicy())
-
-    def drive() -> None:
-        client.connect()
-        if case.mode == "open":
-            replay = Replay(client, commands)
-            replay.run()
-            case.outages = len(replay.outages)
-        else:
-            follower = Follower(client, reference, limits)
-            client.on_telemetry = follower.on_telemetry
-            case.outages = len(follower.run().outages)
-
-    try:
-        watched = watch_drive(truth, drive)
-    finally:
-        client.close()
+    reference = plan[1]
+    watched, case.outages = watched_drive(truth, robot_port, case.mode, plan, limits)
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.end_m, case.end_rad = watched.end_m(reference), watched.end_rad(reference)
@@ -271,8 +253,7 @@ def run_combination(
         truth.pose()
         for case in cases:
             time.sleep(PAUSE_S)
-            commands, reference = plans[case.path]
-            run_case(case, robot.port, commands, reference, limits, truth, log)
+            run_case(case, robot.port, plans[case.path], limits, truth, log)
             if not robot.alive():
                 case.error = case.error or f"the robot died:\n{robot.output()}"
                 break
@@ -436,11 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "differs from the model: arcs and the figure-8, legacy against tracking loops, open loop "
         "and --follow.",
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT ('-': stdout)")
-    parser.add_argument(
-        "--image", type=Path, default=IMAGE, help=f"the figure (default {IMAGE.relative_to(ROOT)})"
-    )
-    parser.add_argument("--no-image", action="store_true", help="do not draw the figure")
+    add_output_arguments(parser, IMAGE)
     # One case's cell can be re-run alone: each dimension takes a comma-separated subset.
     subsets: dict[str, Sequence[str]] = {
         "--wiring": WIRINGS,
@@ -456,9 +433,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             help=f"comma-separated, of {','.join(choices)} (default all)",
         )
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     for disturbance in args.disturbance:  # the simulator would refuse a bad value; say so first
         Disturbances(**DISTURBANCES[disturbance])

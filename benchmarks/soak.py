@@ -3,9 +3,9 @@
     python -m benchmarks.soak --minutes N [--seed S] [--path FILE] [--transport both|tcp|udp]
                               [--loss P] [--rss-every S] [--log-dir DIR] [--json OUT]
 
-The real robot program runs headless (``benchmarks.simbot.SimRobot``) behind a
-:class:`bcnp.host.proxy.Proxy` with the field profile of ``benchmarks.field``
-(5 ms ± 3 ms, 7 Mbit/s, 1 % UDP loss; ``--loss`` changes the loss). A host
+The real robot program runs headless (``benchmarks.harness.sim.SimRobot``) behind a
+:class:`bcnp.host.proxy.Proxy` with the benchmarks' field profile (``benchmarks.harness.rig.FIELD``:
+5 ms ± 3 ms, 7 Mbit/s, 1 % UDP loss; ``--loss`` changes the loss). A host
 thread replays a path (default ``paths/figure8.csv``) through the proxy in a
 loop: each loop a new
 :class:`~bcnp.host.client.Client` and :class:`~bcnp.host.replay.Replay`, over
@@ -26,7 +26,7 @@ Checks (exit status 1 when one fails):
 * late: no command the robot started (every ``.wpilog`` of every robot
   process) more than the 200 ms link timeout after the host's plan, no start
   that matches no plan, and none more than 200 ms before its plan (commands
-  carry tags: ``benchmarks.field.tag_paths``; even and odd loops use different
+  carry tags: ``benchmarks.harness.judge.tag_paths``; even and odd loops use different
   tags). Over UDP a lost datagram of commands makes the robot run the
   commands after it early: it chains the next command it receives to the end
   of the last one it ran (or starts it on arrival), so the rest of the path
@@ -79,9 +79,10 @@ from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay
 from bcnp.host.session import LinkWatch
 from bcnp.paths import PathCommand, load_path
-from benchmarks.field import FIELD, Plan, judge, late, tag_paths
-from benchmarks.simbot import SimRobot, read_command_starts
-from messages import SCHEMA
+from benchmarks.harness.judge import Plan, early, judge, late, spread, tag_paths, unknown
+from benchmarks.harness.rig import FIELD, Rig
+from benchmarks.harness.robotlog import LOG_WRITE_S, read_command_starts
+from benchmarks.harness.sim import SimRobot
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
@@ -241,7 +242,7 @@ class _LinkEvents:
             soak.note(f"host: link back ({self.transport}, loop {self.loop})")
 
 
-def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transports: Sequence[str]) -> None:
+def host_loop(soak: Soak, rig: Rig, variants: list[list[PathCommand]], transports: Sequence[str]) -> None:
     """Replays the path until the soak stops, a new client each loop; never raises."""
     k = 0
     while not soak.stopping.is_set():
@@ -249,21 +250,12 @@ def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transpor
         variant = k % len(variants)
         run = LoopRun(k, transport, variant)
         watch = _LinkEvents(soak, k, transport)
-        client = Client(
-            SCHEMA, "127.0.0.1", port, udp=transport == "udp", reconnect=POLICY, on_link_change=watch
-        )
+        client: Client | None = None
         waited = time.time()
         try:
-            while True:
-                try:
-                    client.connect()
-                    break
-                except LinkError as exc:
-                    if time.time() - waited > GIVE_UP_S:
-                        raise LinkClosedError(
-                            f"no connection within {GIVE_UP_S:g} s: {exc}", client.host, client.port
-                        ) from None
-                    time.sleep(0.2)
+            client = rig.connect(
+                transport == "udp", within=GIVE_UP_S, pause=0.2, reconnect=POLICY, on_link_change=watch
+            )
             now = time.time()
             run.connect_wait_s = now - waited
             with soak.lock:
@@ -290,7 +282,7 @@ def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transpor
                 if replay.start is not None:
                     run.start_wall = replay.start
                     with soak.lock:
-                        soak.plans.append(Plan.of(replay.start, variants[variant]))
+                        soak.plans.append(Plan.tagged(replay.start, variants[variant]))
             run.outages = len(replay.outages)
             run.dropped = replay.dropped
             run.reconnects = client.status().generation - 1
@@ -302,17 +294,17 @@ def host_loop(soak: Soak, port: int, variants: list[list[PathCommand]], transpor
         finally:
             watch.closing = True
             soak.client = None
-            client.close()
-            run.callback_errors = client.callback_errors
+            if client is not None:
+                client.close()
+                run.callback_errors = client.callback_errors
         run.end_wall = time.time()
         with soak.lock:
             soak.loops.append(run)
         if run.outcome not in ("completed", "ended down"):
             soak.fail(f"host loop {k} ({transport}): {run.outcome}: {run.error}")
         if run.callback_errors:
-            soak.fail(
-                f"host loop {k}: {run.callback_errors} callback error(s): {client.last_callback_error!r}"
-            )
+            last = None if client is None else client.last_callback_error
+            soak.fail(f"host loop {k}: {run.callback_errors} callback error(s): {last!r}")
         soak.note(
             f"host: loop {k} {run.outcome}: {run.outages} outage(s), {run.dropped} dropped, "
             f"{run.unsent} unsent"
@@ -491,22 +483,24 @@ def analyse(soak: Soak, starts_error: str, starts: Sequence[Any], minutes: float
 
     # late commands
     judged = judge(starts, plans)
-    late_found = late(judged, plans)
-    unknown = sum(1 for j in judged if j.index < 0)
-    early = sum(1 for j in judged if j.lateness < -LINK_TIMEOUT_S)
-    known = [j.lateness for j in judged if j.index >= 0]
+    late_found = late(judged)
+    unknown_found = unknown(judged)
+    early_found = early(judged)
+    known = spread(judged)
     if starts_error:
         soak.failures.append(f"the robot's logs cannot be read: {starts_error}")
     if late_found:
-        worst = max(late_found, key=lambda x: x[2])
+        worst = max(late_found, key=lambda j: j.lateness)
         soak.failures.append(
-            f"{len(late_found)} command(s) started late (worst: command {worst[1]} of loop "
-            f"{worst[0]}, {worst[2] * 1000:.0f} ms after its plan)"
+            f"{len(late_found)} command(s) started late (worst: command {worst.index} of loop "
+            f"{worst.plan}, {worst.lateness * 1000:.0f} ms after its plan)"
         )
-    if unknown:
-        soak.failures.append(f"{unknown} started command(s) match no plan")
-    if early:
-        soak.failures.append(f"{early} command(s) started more than {LINK_TIMEOUT_S:g} s before their plan")
+    if unknown_found:
+        soak.failures.append(f"{len(unknown_found)} started command(s) match no plan")
+    if early_found:
+        soak.failures.append(
+            f"{len(early_found)} command(s) started more than {LINK_TIMEOUT_S:g} s before their plan"
+        )
     if not starts and not starts_error:
         soak.failures.append("the robot logged no command start")
 
@@ -578,10 +572,10 @@ def analyse(soak: Soak, starts_error: str, starts: Sequence[Any], minutes: float
         "commands_unsent_at_path_end": sum(r.unsent for r in loops),
         "command_starts": len(judged),
         "late": len(late_found),
-        "unknown": unknown,
-        "early": early,
-        "worst_start_after_plan_ms": _round(max(known) * 1000 if known else None, 1),
-        "earliest_start_after_plan_ms": _round(min(known) * 1000 if known else None, 1),
+        "unknown": len(unknown_found),
+        "early": len(early_found),
+        "worst_start_after_plan_ms": _round(known[1] * 1000 if known else None, 1),
+        "earliest_start_after_plan_ms": _round(known[0] * 1000 if known else None, 1),
         "robot_lives": life_rows,
         "robot_crashes": sum(1 for life in lives if life.crashed),
         "longest_life": longest,
@@ -591,12 +585,12 @@ def analyse(soak: Soak, starts_error: str, starts: Sequence[Any], minutes: float
         "loop_list": [asdict(r) for r in loops],
         "late_list": [
             {
-                "loop": p,
-                "command": i,
-                "late_ms": round(x * 1000, 1),
-                "at_s": round(plans[p].due(i, 0) - soak.t0, 2),
+                "loop": j.plan,
+                "command": j.index,
+                "late_ms": round(j.lateness * 1000, 1),
+                "at_s": round(plans[j.plan].due(j.index, 0) - soak.t0, 2),
             }
-            for p, i, x in late_found[:200]
+            for j in late_found[:200]
         ],
         "fault_list": [
             asdict(f) | {"start": round(f.start - soak.t0, 3), "end": round(f.end - soak.t0, 3)}
@@ -694,24 +688,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         soak.note(f"logs in {log_dir}; seed {args.seed}; {args.minutes:g} min", echo=True)
         robot = SimRobot(log_dir)
         threads: list[threading.Thread] = []
-        proxy: Proxy | None = None
+        rig = Rig(robot.port, faults=baseline, seed=args.seed, on_event=lambda t, m: soak.note(f"proxy: {m}"))
+        proxy = rig.proxy
+        assert proxy is not None
         starts: list[Any] = []
         starts_error = ""
         try:
             robot.start(timeout=120.0)
             soak.lives.append(Life(time.time()))
-            proxy = Proxy(
-                ("127.0.0.1", robot.port),
-                faults=baseline,
-                seed=args.seed,
-                on_event=lambda t, message: soak.note(f"proxy: {message}"),
-            )
-            proxy.start()
+            rig.__enter__()
             threads = [
                 threading.Thread(target=sampler, args=(soak, robot, args.rss_every), daemon=True),
-                threading.Thread(
-                    target=host_loop, args=(soak, proxy.tcp_port, variants, transports), daemon=True
-                ),
+                threading.Thread(target=host_loop, args=(soak, rig, variants, transports), daemon=True),
             ]
             for thread in threads:
                 thread.start()
@@ -724,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads[1].join(GIVE_UP_S * 2 + 30)
             if threads[1].is_alive():
                 soak.fail("the host did not finish its last path")
-            time.sleep(1.0)  # the robot writes its log every 0.25 s
+            time.sleep(LOG_WRITE_S)  # the robot writes its log every 0.25 s
             try:
                 starts = read_command_starts(log_dir)
             except (OSError, ValueError) as exc:
@@ -737,8 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if soak.lives and soak.lives[-1].ended is None:
                     soak.lives[-1].ended = time.time()
             robot.stop()
-            if proxy is not None:
-                proxy.close()
+            rig.close()
         report = analyse(soak, starts_error, starts, args.minutes)
         report["seed"] = args.seed
         report["baseline"] = baseline.describe()

@@ -4,16 +4,18 @@
                                  [--rss-every S] [--wiring kitbot|sparkmax] [--json]
     python -m benchmarks.startup --importtime robot|empty [--top N]   # what its imports cost
 
-Each robot is started as ``python run.py sim --nogui`` starts it: ``python -m robotpy
---main DIR/robot.py sim --nogui`` in ``DIR/.sim``, ``BCNP_SIM_AUTONOMOUS=1`` (BCNP on a
-free port, its data log in a temporary folder). The empty robot is a ``TimedRobot``
+Each robot is started by the benchmarks' launcher (:class:`benchmarks.harness.sim.SimRobot`)
+as ``python run.py sim --nogui`` starts it: ``python -m robotpy --main DIR/robot.py sim
+--nogui`` in ``DIR/.sim``, ``BCNP_SIM_AUTONOMOUS=1`` (BCNP and NetworkTables on free ports
+of its own, its data log in a temporary folder). The empty robot is a ``TimedRobot``
 subclass with an empty ``robotPeriodic`` in a ``robot.py`` of its own in a temporary
-folder (no ``physics.py``). One difference from ``python -m robotpy``: the command is
-``python -c BOOT``, where BOOT registers a HAL simulation callback that runs at the end
-of every loop (``registerSimPeriodicAfterCallback``, importing ``hal`` a little earlier
-than the robot would) and writes the monotonic clock to a pipe the first time, then
-runs ``robotpy`` as ``-m`` would. The first tick is over when that line arrives; the
-start is taken just before the process is spawned, on the same clock.
+folder (no ``physics.py``: its NetworkTables server stays on 5810). One difference from
+``python -m robotpy``: the command is ``python -c BOOT`` (``SimRobot(first_tick=True)``),
+where BOOT registers a HAL simulation callback that runs at the end of every loop
+(``registerSimPeriodicAfterCallback``, importing ``hal`` a little earlier than the robot
+would) and writes the monotonic clock to a pipe the first time, then runs ``robotpy`` as
+``-m`` would. The first tick is over when that line arrives; the start is taken just
+before the process is spawned, on the same clock.
 
 In one run:
 
@@ -24,8 +26,8 @@ In one run:
    and range, and the ratio of the medians;
 2. memory: the robot again, its ``VmRSS`` (``/proc/PID/status``) every ``--rss-every``
    seconds: after ``--idle-seconds`` (default 60) with no host, then a host (a
-   ``bcnp.host.client.Client`` over TCP, every 20 ms a CLEAR_QUEUE packet of the
-   next ten 20 ms DriveCmds, keepalives on, telemetry back) for ``--live-minutes``
+   ``bcnp.host.client.Client`` over TCP and the harness's periodic sender: every 20 ms a
+   CLEAR_QUEUE packet of the next ten 20 ms DriveCmds, keepalives on, telemetry back) for ``--live-minutes``
    (default 10): what the first minute of it added (the host connects, the link's
    windows and buffers fill: the second minute's mean less the first sample), then the
    growth after it (the last minute's mean less the second minute's), the slope
@@ -33,56 +35,32 @@ In one run:
    noise);
 3. the empty robot's ``VmRSS`` after the same ``--idle-seconds``.
 
-One simulator at a time: the run holds ``/tmp/bcnp-sim.lock`` (as
-``benchmarks.loop_timing`` under ``flock``) and says so when another process holds
-NetworkTables' port 5810 (its robots then run without an NT server, both alike).
-Timing on a shared machine varies: the fastest start of each and their CPU time
-(all threads, ``/proc/PID/task/*/schedstat``, read at the first tick) are printed
-beside the medians.
+One simulator at a time, each on ports of its own; the run says so when another process
+holds NetworkTables' port 5810 (the empty robot then runs without an NT server). Timing on
+a shared machine varies: the fastest start of each and their CPU time (all threads,
+``/proc/PID/task/*/schedstat``, read at the first tick) are printed beside the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
-import fcntl
 import json
 import math
-import os
-import select
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from benchmarks.harness.sim import SimRobot
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCK = Path("/tmp/bcnp-sim.lock")
+#: Where ``robotpy sim`` serves NetworkTables when nothing moves it (the empty robot).
 NT_PORT = 5810
-FIRST_TICK_FD_ENV = "BCNP_STARTUP_FD"
-
-#: Runs robotpy as ``python -m robotpy`` does, after registering the first-tick callback.
-BOOT = """\
-import os, sys, time
-import hal.simulation
-_fd = int(os.environ.pop("BCNP_STARTUP_FD"))
-_ticks = []
-def _first_tick():
-    if not _ticks:
-        _ticks.append(time.monotonic_ns())
-        os.write(_fd, b"%d\\n" % _ticks[0])
-_callback = hal.simulation.registerSimPeriodicAfterCallback(_first_tick)
-import runpy
-sys.argv[0] = "robotpy"
-runpy.run_module("robotpy", run_name="__main__", alter_sys=True)
-"""
 
 EMPTY_ROBOT = '''\
 """An empty TimedRobot: what any RobotPy robot pays to start and to run."""
@@ -96,218 +74,87 @@ class EmptyRobot(wpilib.TimedRobot):
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
+def _nt_taken() -> bool:
+    """Another process holds NetworkTables' port: the empty robot then runs without an NT
+    server (it logs the error and goes on). Said, not refused."""
     with socket.socket() as s:
         s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _child_setup() -> None:
-    """In the child before exec: SIGINT stops it, and it gets SIGTERM if we die (Linux)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-class Robot:
-    """One simulator process: started, its first tick awaited, its memory read, stopped."""
-
-    def __init__(
-        self,
-        project: Path,
-        log: IO[bytes],
-        *,
-        bcnp_port: int,
-        log_dir: Path,
-        wiring: str,
-        python_flags: tuple[str, ...] = (),
-    ) -> None:
-        workdir = project / ".sim"
-        workdir.mkdir(exist_ok=True)
-        read, write = os.pipe()
-        env = dict(
-            os.environ,
-            BCNP_SIM_AUTONOMOUS="1",
-            BCNP_PORT=str(bcnp_port),
-            BCNP_LOG_DIR=str(log_dir),
-            BCNP_DRIVETRAIN=wiring,
-        )
-        env[FIRST_TICK_FD_ENV] = str(write)
-        # Bytecode cached, as on a second start anywhere (robotpy deploy compiles the code on
-        # the roboRIO): in a folder of the run's own, so neither the checkout nor site-packages
-        # is written to. A warm-up start of each robot fills it before anything is timed.
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(log_dir.parent / "pycache")
-        self.bcnp_port = bcnp_port
-        self._read = read
-        self.started_ns = time.monotonic_ns()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                *python_flags,
-                "-c",
-                BOOT,
-                "--main",
-                str(project / "robot.py"),
-                "sim",
-                "--nogui",
-            ],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write,),
-            preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
-        )
-        os.close(write)
-        self.first_tick_s: float | None = None
-        self.first_tick_cpu_s: float | None = None
-
-    def wait_first_tick(self, timeout: float = 180.0) -> float:
-        """Seconds from just before the spawn to the end of the first tick."""
-        deadline = time.monotonic() + timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RuntimeError(f"no first tick within {timeout:g} s")
-            ready, _, _ = select.select([self._read], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(self._read, 64)
-                if not chunk:
-                    raise RuntimeError(f"the robot exited before its first tick ({self.proc.poll()})")
-                line += chunk
-            elif self.proc.poll() is not None:
-                raise RuntimeError(f"the robot exited before its first tick ({self.proc.returncode})")
-        self.first_tick_s = (int(line) - self.started_ns) / 1e9
-        self.first_tick_cpu_s = self.cpu_s()
-        return self.first_tick_s
-
-    def cpu_s(self) -> float:
-        """CPU time of all the process's threads so far (``/proc/PID/task/*/schedstat``, ns)."""
-        total = 0
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                total += int((task / "schedstat").read_text().split()[0])
-        return total / 1e9
-
-    def rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._read)
-        proc = self.proc
-        for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if proc.poll() is not None:
-                return
-            proc.send_signal(sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(wait)
-
-
-@contextlib.contextmanager
-def _sim_lock() -> Iterator[None]:
-    """Held while this run's simulators run (``benchmarks.loop_timing`` takes it too)."""
-    with LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _nt_taken() -> bool:
-    """Another simulator holds NetworkTables' port: ours then run without an NT server
-    (they log the error and go on; both robots alike). Said, not refused."""
-    if _listening(NT_PORT):
+        taken = s.connect_ex(("127.0.0.1", NT_PORT)) == 0
+    if taken:
         print(f"  note: port {NT_PORT} is taken by another process (another simulator?)", flush=True)
-        return True
-    return False
+    return taken
 
 
-@contextlib.contextmanager
-def _robot(
-    project: Path, log: IO[bytes], tmp: Path, wiring: str, flags: tuple[str, ...] = ()
-) -> Iterator[Robot]:
-    log_dir = Path(tempfile.mkdtemp(prefix="logs-", dir=tmp))
-    robot = Robot(project, log, bcnp_port=_free_port(), log_dir=log_dir, wiring=wiring, python_flags=flags)
-    try:
-        yield robot
-    finally:
-        robot.stop()  # and waits for it to exit: the next one gets port 5810
+class Runs:
+    """The robots of one run: each in a log folder of its own under ``tmp``, their output kept
+    in start order (``--keep-log``)."""
+
+    def __init__(self, tmp: Path, wiring: str) -> None:
+        self.tmp, self.wiring = tmp, wiring
+        self.outputs: list[Path] = []
+
+    @contextlib.contextmanager
+    def robot(self, program: Path, flags: tuple[str, ...] = ()) -> Iterator[SimRobot]:
+        """``program`` started (not waited for), stopped at the end (and waited for)."""
+        robot = SimRobot(
+            Path(tempfile.mkdtemp(prefix="logs-", dir=self.tmp)),
+            drivetrain=self.wiring,
+            program=program,
+            python_flags=flags,
+            first_tick=True,
+            # Bytecode cached, as on a second start anywhere (robotpy deploy compiles the code
+            # on the roboRIO): in a folder of the run's own, so neither the checkout nor
+            # site-packages is written to. A warm-up start of each robot fills it first.
+            env={"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(self.tmp / "pycache")},
+        )
+        try:
+            robot.start(ready=False)
+            path = robot.output_path()
+            if path is not None:
+                self.outputs.append(path)
+            yield robot
+        finally:
+            robot.stop()
+
+    def log(self) -> bytes:
+        """Every robot's output, in start order."""
+        return b"".join(path.read_bytes() for path in self.outputs if path.exists())
+
+
+def _rss_mib(robot: SimRobot) -> float:
+    return robot.rss_bytes() / 2**20
 
 
 class Host:
-    """A live host: a Client over TCP, every 20 ms the next 10 x 20 ms of DriveCmds with CLEAR_QUEUE."""
-
-    PERIOD = 0.02
-    HORIZON = 10
+    """A live host: a Client over TCP (keepalives on, telemetry counted) and the harness's
+    periodic sender, every 20 ms the next 10 x 20 ms of DriveCmds with CLEAR_QUEUE."""
 
     def __init__(self, port: int) -> None:
-        sys.path.insert(0, str(ROOT))
-        from bcnp.host.client import Client, ReconnectPolicy
-        from messages import SCHEMA
+        from bcnp.host.client import ReconnectPolicy
+        from benchmarks.harness.rig import Rig
+        from benchmarks.harness.sender import PERIOD_S, Sender, replanning
 
         self.telemetry = 0
-        self.packets = 0
-        self.error: BaseException | None = None
-        self.client = Client(
-            SCHEMA,
-            "127.0.0.1",
-            port,
+        self.rig = Rig(port, proxied=False)
+        client = self.rig.connect(
             keepalive_interval=0.05,
             on_telemetry=self._on_telemetry,
             reconnect=ReconnectPolicy(give_up_after=60),
         )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="startup-host", daemon=True)
+        self.sender = Sender(client, replanning(), period=PERIOD_S, keep_going=True, name="startup-host")
 
     def _on_telemetry(self, packet: Any) -> None:
         self.telemetry += 1
 
-    def start(self) -> None:
-        self.client.connect()
-        self._thread.start()
+    def __enter__(self) -> Host:
+        self.sender.start()
+        return self
 
-    def _run(self) -> None:
-        from bcnp.host.client import LinkError
-        from bcnp.wire import CLEAR_QUEUE, encode_packet
-        from messages import DriveCmd
-
-        start = next_send = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                t = next_send - start
-                plan = [
-                    DriveCmd(vx=1.0, omega=0.8 * math.sin(2 * math.pi * (t + i * 0.02) / 20), durationMs=20)
-                    for i in range(self.HORIZON)
-                ]
-                with contextlib.suppress(LinkError):
-                    self.client.send_packets([encode_packet(DriveCmd.spec, plan, CLEAR_QUEUE)])
-                    self.packets += 1
-                next_send += self.PERIOD
-                late = time.monotonic() - next_send
-                if late > self.PERIOD:  # behind: skip the missed slots, never burst
-                    next_send += self.PERIOD * math.ceil(late / self.PERIOD)
-                self._stop.wait(max(0.0, next_send - time.monotonic()))
-        except BaseException as exc:  # reported, not raised in a thread
-            self.error = exc
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.client.close()
+    def __exit__(self, *exc: object) -> None:
+        self.sender.stop(5)
+        self.rig.close()
+        if self.sender.sent.error is not None and exc[0] is None:
+            raise RuntimeError(f"the host failed: {self.sender.sent.error!r}")
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -338,7 +185,7 @@ def _minute_mean(samples: list[tuple[float, float]], end: float) -> float:
 
 
 def _sample_until(
-    robot: Robot, until: float, every: float, into: list[tuple[float, float]], t0: float
+    robot: SimRobot, until: float, every: float, into: list[tuple[float, float]], t0: float
 ) -> None:
     """VmRSS every ``every`` seconds (monotonic ``t0`` is time 0) until ``until``."""
     next_sample = time.monotonic()
@@ -347,32 +194,32 @@ def _sample_until(
         if now >= until:
             return
         if not robot.alive():
-            raise RuntimeError(f"the robot exited ({robot.proc.returncode})")
+            raise RuntimeError(f"the robot exited ({robot.returncode()})")
         if now >= next_sample:
-            into.append((now - t0, robot.rss_mib()))
+            into.append((now - t0, _rss_mib(robot)))
             next_sample += every
         time.sleep(max(0.0, min(until, next_sample) - time.monotonic()))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"python": sys.version.split()[0], "wiring": args.wiring}
-    with tempfile.TemporaryDirectory(prefix="bcnp-startup-") as tmpname, _sim_lock():
+    with tempfile.TemporaryDirectory(prefix="bcnp-startup-") as tmpname:
         tmp = Path(tmpname)
         empty = tmp / "empty"
         empty.mkdir()
         (empty / "robot.py").write_text(EMPTY_ROBOT)
-        log = (tmp / "sim.log").open("ab")
-        projects = {"robot": ROOT, "empty": empty}
+        runs = Runs(tmp, args.wiring)
+        projects = {"robot": ROOT / "robot.py", "empty": empty / "robot.py"}
         firsts: dict[str, list[float]] = {"robot": [], "empty": []}
         cpus: dict[str, list[float]] = {"robot": [], "empty": []}
         results["nt_port_taken_at_start"] = _nt_taken()
         try:
             for name in ("robot", "empty"):  # warm-up: the bytecode cache filled, not timed
-                with _robot(projects[name], log, tmp, args.wiring) as robot:
+                with runs.robot(projects[name]) as robot:
                     robot.wait_first_tick()
             for n in range(args.repeat):
                 for name in ("robot", "empty") if n % 2 == 0 else ("empty", "robot"):
-                    with _robot(projects[name], log, tmp, args.wiring) as robot:
+                    with runs.robot(projects[name]) as robot:
                         firsts[name].append(robot.wait_first_tick())
                         cpus[name].append(robot.first_tick_cpu_s or math.nan)
                     print(
@@ -392,7 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
 
             for name in ("robot", "empty"):
-                with _robot(projects[name], log, tmp, args.wiring) as robot:
+                with runs.robot(projects[name]) as robot:
                     first = robot.wait_first_tick()
                     t0 = time.monotonic()
                     idle: list[tuple[float, float]] = []
@@ -400,7 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     entry: dict[str, Any] = {
                         "first_tick_s": first,
                         "rss_first_tick_mib": idle[0][1],
-                        "rss_idle_mib": robot.rss_mib(),
+                        "rss_idle_mib": _rss_mib(robot),
                         "idle_seconds": args.idle_seconds,
                     }
                     print(
@@ -408,20 +255,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         flush=True,
                     )
                     if name == "robot" and args.live_minutes > 0:
-                        host = Host(robot.bcnp_port)
-                        host.start()
                         live: list[tuple[float, float]] = []
-                        start = time.monotonic()
-                        _sample_until(robot, start + args.live_minutes * 60, args.rss_every, live, start)
-                        live.append((time.monotonic() - start, robot.rss_mib()))
-                        host.stop()
-                        if host.error is not None:
-                            raise RuntimeError(f"the host failed: {host.error!r}")
+                        with Host(robot.port) as host:
+                            start = time.monotonic()
+                            _sample_until(robot, start + args.live_minutes * 60, args.rss_every, live, start)
+                            live.append((time.monotonic() - start, _rss_mib(robot)))
                         settled = [(t, r) for t, r in live if t >= WARMUP_S]
                         slope, scatter = _fit(settled)
                         entry.update(
                             live_minutes=args.live_minutes,
-                            host_packets=host.packets,
+                            host_packets=host.sender.sent.packets,
                             host_telemetry_packets=host.telemetry,
                             rss_live_start_mib=live[0][1],
                             rss_live_end_mib=live[-1][1],
@@ -433,7 +276,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             samples=[(round(t, 1), round(r, 2)) for t, r in live],
                         )
                         print(
-                            f"  robot: {args.live_minutes:g} min live ({host.packets} packets, "
+                            f"  robot: {args.live_minutes:g} min live ({host.sender.sent.packets} packets, "
                             f"{host.telemetry} telemetry back): VmRSS {entry['rss_live_start_mib']:.1f} -> "
                             f"{entry['rss_live_end_mib']:.1f} MiB, after the first minute "
                             f"{entry['growth_mib']:+.2f} MiB",
@@ -441,28 +284,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                     results[name] = entry
         finally:
-            log.close()
             if args.keep_log:
-                args.keep_log.write_bytes((tmp / "sim.log").read_bytes())
+                args.keep_log.write_bytes(runs.log())
     return results
 
 
 def importtime(args: argparse.Namespace) -> int:
     """One start under ``-X importtime``, up to its first tick: the costliest imports."""
-    with tempfile.TemporaryDirectory(prefix="bcnp-startup-") as tmpname, _sim_lock():
+    with tempfile.TemporaryDirectory(prefix="bcnp-startup-") as tmpname:
         tmp = Path(tmpname)
-        project = ROOT
+        program = ROOT / "robot.py"
         if args.importtime == "empty":
-            project = tmp / "empty"
-            project.mkdir()
-            (project / "robot.py").write_text(EMPTY_ROBOT)
-        with (tmp / "warm-up.log").open("ab") as log, _robot(project, log, tmp, args.wiring) as robot:
+            program = tmp / "empty" / "robot.py"
+            program.parent.mkdir()
+            program.write_text(EMPTY_ROBOT)
+        runs = Runs(tmp, args.wiring)
+        with runs.robot(program) as robot:
             robot.wait_first_tick()  # the bytecode cache filled, as for the timed starts
-        flags = ("-X", "importtime")
-        with (tmp / "sim.log").open("ab") as log, _robot(project, log, tmp, args.wiring, flags) as robot:
+        with runs.robot(program, ("-X", "importtime")) as robot:
             first = robot.wait_first_tick()
         rows = []
-        for line in (tmp / "sim.log").read_text(errors="replace").splitlines():
+        for line in runs.outputs[-1].read_text(errors="replace").splitlines():
             if line.startswith("import time:") and "|" in line and "self [us]" not in line:
                 self_us, cumulative_us, name = (
                     part.strip() for part in line[len("import time:") :].split("|")

@@ -4,19 +4,21 @@
 
 Prints the sum of durationMs it sent (one line) once everything is written.
 The packets are encoded before the first data byte is sent, so the server's
-timing covers transport and ingest only.
+timing covers transport and ingest only; the harness's sender
+(:func:`benchmarks.harness.sender.send_loop`) writes them, all at once.
 """
 
 from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
+import threading
 
 from bcnp import encode_packet, load_schema
 from bcnp.host.client import Client
+from benchmarks.harness.sender import Burst, Sent, send_loop
+from benchmarks.harness.workloads import SCHEMA_PATH, random_commands
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
 DISTINCT_PACKETS = 16
 
 
@@ -27,16 +29,17 @@ def main(argv: list[str]) -> int:
     rng = random.Random(seed)
     variants = []
     for _ in range(DISTINCT_PACKETS):
-        batch = [
-            drive(vx=rng.uniform(-1.5, 1.5), omega=rng.uniform(-2.5, 2.5), durationMs=rng.randint(1, 100))
-            for _ in range(per_packet)
-        ]
+        batch = random_commands(drive, per_packet, rng)
         variants.append((encode_packet(drive, batch), sum(m.durationMs for m in batch)))
     packets = [variants[i % DISTINCT_PACKETS] for i in range(count // per_packet)]
     stream = b"".join(p for p, _ in packets)
     total = sum(s for _, s in packets)
     with Client(schema, "127.0.0.1", port, keepalive_interval=None) as client:
-        client.send_packets([stream])
+        bursts = iter([Burst(stream, len(packets), len(packets) * per_packet)])
+        sent = Sent()
+        send_loop(client, lambda t: next(bursts, None), threading.Event(), sent)
+        if sent.error is not None:
+            raise sent.error
         print(total, flush=True)
         sys.stdin.readline()  # hold the link open until the server has counted everything
     return 0

@@ -49,16 +49,13 @@ from bcnp import (
     Message,
     MessageQueue,
     MessageQueueConfig,
-    MessageSpec,
     PacketView,
     Schema,
     encode_packet,
     load_schema,
 )
 from bcnp.transport import TcpServer, TransportConfig
-
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "messages.json"
-CHUNK = 4096
+from benchmarks.harness.workloads import SCHEMA_PATH, chunks, random_commands
 
 #: Workloads in the order they run and print; JSON keys.
 WORKLOADS = (
@@ -96,17 +93,6 @@ _duration: Callable[[Message], int] = attrgetter("durationMs")
 
 TCP_MESSAGES = 2_000_000
 TCP_PER_PACKET = 1000
-
-
-def _chunks(stream: bytes, size: int = CHUNK) -> list[bytes]:
-    return [stream[i : i + size] for i in range(0, len(stream), size)]
-
-
-def _commands(spec: MessageSpec, count: int, rng: random.Random) -> list[Message]:
-    return [
-        spec(vx=rng.uniform(-1.5, 1.5), omega=rng.uniform(-2.5, 2.5), durationMs=rng.randint(1, 100))
-        for _ in range(count)
-    ]
 
 
 def _duration_sum(messages: list[Message]) -> int:
@@ -198,26 +184,26 @@ def run(repeat: int, only: tuple[str, ...] = WORKLOADS) -> dict[str, float]:
     drive = schema["DriveCmd"]
     rng = random.Random(3)
 
-    big = _commands(drive, 65535, rng)
+    big = random_commands(drive, 65535, rng)
     big_packet = encode_packet(drive, big)
     assert len(big_packet) == 655_361
     big_sum = _duration_sum(big)
 
-    small_batches = [_commands(drive, 100, rng) for _ in range(655)]
+    small_batches = [random_commands(drive, 100, rng) for _ in range(655)]
     small_stream = b"".join(encode_packet(drive, b) for b in small_batches)
     small_sum = sum(map(_duration_sum, small_batches))
 
-    single = _commands(drive, 10000, rng)
+    single = random_commands(drive, 10000, rng)
     single_stream = b"".join(encode_packet(drive, [m]) for m in single)
     single_sum = _duration_sum(single)
 
     results: dict[str, float] = {}
     if "parse_65535_chunked" in only:
-        results["parse_65535_chunked"] = _ingest(schema, _chunks(big_packet), 65535, big_sum, repeat)
+        results["parse_65535_chunked"] = _ingest(schema, chunks(big_packet), 65535, big_sum, repeat)
     if "parse_100x655_chunked" in only:
-        results["parse_100x655_chunked"] = _ingest(schema, _chunks(small_stream), 65500, small_sum, repeat)
+        results["parse_100x655_chunked"] = _ingest(schema, chunks(small_stream), 65500, small_sum, repeat)
     if "parse_1x10000_chunked" in only:
-        results["parse_1x10000_chunked"] = _ingest(schema, _chunks(single_stream), 10000, single_sum, repeat)
+        results["parse_1x10000_chunked"] = _ingest(schema, chunks(single_stream), 10000, single_sum, repeat)
     if "encode_65535" in only:
         times = []
         for _ in range(repeat):

@@ -51,8 +51,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.inprocess import TICK_S, robot_classes, step
+
 ROOT = Path(__file__).resolve().parent.parent
-TICK_S = 0.02
 
 Samples = dict[str, list[int]]  # part -> nanoseconds per tick
 
@@ -124,42 +125,8 @@ def _essential_floor(samples: int) -> dict[str, float]:
     }
 
 
-def _robot_classes() -> tuple[type, type]:
-    """The robot with physics attached (as pyfrc attaches it) and an empty TimedRobot."""
-    import wpilib
-    from pyfrc.physics.core import PhysicsInterface
-
-    import robot as robot_module
-
-    _, with_physics = PhysicsInterface._create_and_attach(robot_module.BcnpRobot, ROOT)
-
-    class EmptyRobot(wpilib.TimedRobot):
-        def robotPeriodic(self) -> None:
-            pass
-
-    return with_physics, EmptyRobot
-
-
 #: Seconds to wait before each tick (--paced: the loop period).
 _PACE = [0.0]
-
-
-def _step(robot: Any, *, autonomous: bool, enabled: bool, before: Callable[[], None] | None = None) -> int:
-    """One tick: driver-station data, 20 ms of simulated time, WPILib's loop. Returns the loop's ns."""
-    from wpilib.simulation import DriverStationSim, stepTimingAsync
-
-    if _PACE[0]:
-        time.sleep(_PACE[0])
-    DriverStationSim.setDsAttached(True)
-    DriverStationSim.setAutonomous(autonomous)
-    DriverStationSim.setEnabled(enabled)
-    DriverStationSim.notifyNewData()
-    stepTimingAsync(TICK_S)  # no notifier thread runs the loop here: do not wait for one
-    if before is not None:
-        before()
-    start = time.perf_counter_ns()
-    robot._loopFunc()
-    return time.perf_counter_ns() - start
 
 
 def _instrument(robot: Any, samples: Samples) -> None:
@@ -184,7 +151,9 @@ def _scenario(
     loops: list[int] = []
     wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
     for i in range(ticks):
-        loops.append(_step(robot, autonomous=autonomous, enabled=enabled, before=lambda i=i: each(i)))
+        loops.append(
+            step(robot, autonomous=autonomous, enabled=enabled, before=lambda i=i: each(i), pace=_PACE[0])
+        )
     wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
     return {"wall_s": wall / 1e9, "thread_cpu_s": cpu / 1e9, "loop_p50_us": _percentile(loops, 50)}
 
@@ -202,7 +171,7 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     ntcore.NetworkTableInstance.getDefault().startLocal()  # no server, no networktables.json
     pauseTiming()
     restartTiming()
-    robot_class, empty_class = _robot_classes()
+    robot_class, empty_class = robot_classes()
     results: dict[str, Any] = {"ticks": ticks, "wiring": wiring, "python": sys.version.split()[0]}
 
     # The floor: an empty TimedRobot, its robotPeriodic and its whole loop.
@@ -210,7 +179,7 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     floor: Samples = defaultdict(list)
     empty.robotPeriodic = _timed(floor, "robotPeriodic", empty.robotPeriodic)
     empty.robotInit()
-    loops = [_step(empty, autonomous=True, enabled=True) for _ in range(ticks)]
+    loops = [step(empty, autonomous=True, enabled=True, pace=_PACE[0]) for _ in range(ticks)]
     results["floor"] = {
         "robotPeriodic_p50_us": _percentile(floor["robotPeriodic"], 50),
         "robotPeriodic_p99_us": _percentile(floor["robotPeriodic"], 99),
@@ -228,7 +197,7 @@ def run(ticks: int, wiring: str) -> dict[str, Any]:
     robot.robotPeriodic = _timed(periodic, "robotPeriodic", robot.robotPeriodic)
     _instrument(robot, parts)
     for _ in range(50):  # settle: modes entered, the first allocations done
-        _step(robot, autonomous=True, enabled=True)
+        step(robot, autonomous=True, enabled=True, pace=_PACE[0])
     gc.collect()
 
     rng = random.Random(1)

@@ -78,15 +78,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import gc
 import json
 import math
-import mmap
 import os
-import platform
 import random
 import select
 import shutil
@@ -100,27 +97,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness.callgrind import Callgrind
 
-#: The x86-64 client request of valgrind.h as a function ``long req(long *args, long default)``:
-#: args in %rax, the default in %rdx, the special preamble (four rotations of %rdi that add up
-#: to none), then ``xchg %rbx,%rbx``; Valgrind puts the answer in %rdx. Natively it does nothing
-#: and returns the default.
-_X86_64_REQUEST = bytes.fromhex(
-    "4889f8"  # mov %rdi,%rax
-    "4889f2"  # mov %rsi,%rdx
-    "48c1c703"  # rol $3,%rdi
-    "48c1c70d"  # rol $13,%rdi
-    "48c1c73d"  # rol $61,%rdi
-    "48c1c733"  # rol $51,%rdi
-    "4887db"  # xchg %rbx,%rbx
-    "4889d0"  # mov %rdx,%rax
-    "c3"  # ret
-)
-_CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)  # VG_USERREQ_TOOL_BASE('C','T')
-_DUMP_STATS_AT = _CALLGRIND_BASE + 3
-_TOGGLE_COLLECT = _CALLGRIND_BASE + 2
-_START_INSTRUMENTATION = _CALLGRIND_BASE + 4
+ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIOS = ("floor", "idle", "live", "teleop")
 #: The probe of robotPeriodic measured with the cyclic garbage collector paused.
@@ -144,41 +123,6 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "loop timing": ("loop_timing", ("begin", "end")),
     "loop priority": ("link.priority", ("busy", "idle")),
 }
-
-
-class Callgrind:
-    """Callgrind's client requests from Python (x86-64 Linux); no-ops when not under Valgrind."""
-
-    def __init__(self) -> None:
-        if platform.machine() not in ("x86_64", "AMD64"):
-            raise SystemExit(
-                f"tick_instructions: client requests are written for x86-64, not {platform.machine()}"
-            )
-        self._page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
-        self._page.write(_X86_64_REQUEST)
-        address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
-        # PYFUNCTYPE: the call keeps the interpreter lock (a CFUNCTYPE call lets it go and takes it
-        # back, a point where another thread could take it inside a measured bracket).
-        self._request = ctypes.PYFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
-        self._keep: list[Any] = []
-        self.toggle = self._bound(_TOGGLE_COLLECT)
-
-    def _args(self, request: int, *args: int) -> int:
-        block = (ctypes.c_ulong * 6)(request, *args)
-        self._keep.append(block)
-        return ctypes.addressof(block)
-
-    def _bound(self, request: int, *args: int) -> Callable[[], int]:
-        # One C-level call each time: the bracket's own cost stays small and constant.
-        return functools.partial(self._request, self._args(request, *args), 0)
-
-    def start_instrumentation(self) -> None:
-        self._bound(_START_INSTRUMENTATION)()
-
-    def dump(self, name: str) -> None:
-        text = ctypes.create_string_buffer(name.encode())
-        self._keep.append(text)
-        self._bound(_DUMP_STATS_AT, ctypes.addressof(text))()
 
 
 class Probes:
@@ -351,7 +295,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     import ntcore
     from wpilib.simulation import XboxControllerSim, pauseTiming, restartTiming
 
-    from benchmarks.tick_cost import _robot_classes, _step
+    from benchmarks.harness.inprocess import robot_classes, step
 
     callgrind = Callgrind()
     probes = Probes(callgrind)
@@ -359,7 +303,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     ntcore.NetworkTableInstance.getDefault().startLocal()
     pauseTiming()
     restartTiming()
-    robot_class, empty_class = _robot_classes()
+    robot_class, empty_class = robot_classes()
     calibration = probes.bracket(_nothing)
     paused_nothing = probes.pause(_nothing)
     pause_calibration = probes.bracket(lambda: paused_nothing())
@@ -387,7 +331,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                     calibration()
                 elif probe == "pause":
                     pause_calibration()
-                _step(robot, **mode)
+                step(robot, **mode)
         finally:
             if loop is not None:
                 robot._loopFunc = original
@@ -397,7 +341,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     def measure(scenario: str, robot: Any, mode: dict[str, bool], each: Callable[[int], None]) -> None:
         for i in range(warmup):
             each(i)
-            _step(robot, **mode)
+            step(robot, **mode)
         i = warmup
         for repeat in range(repeats):  # each probe once per round: its blocks spread over the run
             i = block(scenario, "bracket", repeat, robot, mode, each, i)
@@ -484,7 +428,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
         stick.notifyNewData()
 
     for _ in range(20):  # the link sees the host go
-        _step(robot, **autonomous)
+        step(robot, **autonomous)
     measure("teleop", robot, {"autonomous": False, "enabled": True}, moving_sticks)
     robot.link.close()
     return 0

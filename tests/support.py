@@ -8,6 +8,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 #: Set by conftest.py when ``robotpy test`` runs the deploy tier (what ``robotpy deploy`` runs
 #: before every upload).
@@ -78,6 +79,26 @@ def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.002)
+
+
+def stepping_sleep(
+    client: Any, received: Callable[[], int], step: Callable[[float], object]
+) -> Callable[[float], None]:
+    """A host's sleep (``Replay``'s, ``Follower``'s) that steps a robot on a clock the test
+    moves: a keepalive every other step (the client's own keepalives run on wall time), wait
+    until the robot has received (``received()``: its packet count) what the client sent,
+    then ``step(seconds)``: the robot's tick."""
+    ticks = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks % 2 == 0:
+            client.keepalive()
+        wait_until(lambda: received() >= client.packets_sent, what="sends to arrive")
+        step(seconds)
+
+    return sleep
 
 
 def recv_exactly(sock: socket.socket, size: int, timeout: float = 5.0) -> bytes:

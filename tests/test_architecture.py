@@ -18,6 +18,8 @@
   names this robot's messages or their fields.
 * The robot never imports the host tools; it reads path files with
   ``bcnp.paths`` (standard library only, the planners' libraries on demand).
+* The benchmarks and the system tests share one harness (``benchmarks/harness/``): none
+  imports another benchmark's names.
 """
 
 from __future__ import annotations
@@ -336,3 +338,36 @@ def test_the_import_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> N
         ROOT = saved
     assert _layer("bcnp.paths.b") == "bcnp.paths" and _layer("bcnp.wire") == "bcnp"
     assert _layer("bcnp.host.c") not in LAYERS["bcnp.paths"]
+
+
+# -- the benchmarks and the system tests ----------------------------------------------------------
+
+#: What a benchmark or a test may import of ``benchmarks``: the one harness and the report helpers.
+SHARED_BENCHMARK_MODULES = ("benchmarks.harness", "benchmarks.report")
+
+
+def _benchmark_imports(path: Path) -> set[str]:
+    """The ``benchmarks.*`` modules ``path`` imports, anywhere in it (lazily too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return {name for name in found if name == "benchmarks" or name.startswith("benchmarks.")}
+
+
+def test_benchmarks_and_tests_share_only_the_harness() -> None:
+    """No benchmark imports another benchmark's names, and neither do the tests: what they share
+    (the simulator launcher, the proxy-and-host rig, the periodic sender, the judge of command
+    starts, ...) is in ``benchmarks/harness/``, which imports no benchmark."""
+    wrong = []
+    for path in sorted([*(ROOT / "benchmarks").rglob("*.py"), *(ROOT / "tests").glob("*.py")]):
+        for name in _benchmark_imports(path):
+            module = _module_name(path)
+            allowed = SHARED_BENCHMARK_MODULES
+            if module.startswith("benchmarks.harness"):
+                allowed = ("benchmarks.harness",)
+            if not any(name == a or name.startswith(f"{a}.") for a in allowed):
+                wrong.append(f"{module} imports {name}")
+    assert not wrong, wrong

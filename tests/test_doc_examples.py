@@ -3,7 +3,7 @@
 Each ```python block is run whole, in a fresh interpreter, from the project folder,
 as a reader would paste it. A block that talks to a robot (it makes a ``Client``)
 finds one where the docs say it is: the real robot program in a headless simulator
-(benchmarks/simbot.py) on 127.0.0.1:5800, in autonomous, enabled. A block must end
+(benchmarks/harness/sim.py) on 127.0.0.1:5800, in autonomous, enabled. A block must end
 by itself within ``BOUND_S`` and exit 0: one that never ends, lacks an import or uses
 a name that changed fails here, naming its file and line.
 """
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from support import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -63,12 +62,10 @@ def test_the_docs_have_the_examples_this_module_runs() -> None:
 @pytest.fixture(scope="module")
 def docs_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The robot where the docs say it is: 127.0.0.1:5800, started on first need."""
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
-    # Its NetworkTables on a port of its own: a user's sim may hold 5810.
-    robot = SimRobot(
-        tmp_path_factory.mktemp("docs-robot"), DOCS_PORT, env={"BCNP_SIM_NT_PORT": str(free_port())}
-    )
+    # Its NetworkTables on a port of its own (SimRobot's): a user's sim may hold 5810.
+    robot = SimRobot(tmp_path_factory.mktemp("docs-robot"), DOCS_PORT)
     try:
         robot.start()
     except (RuntimeError, OSError) as exc:

@@ -1,6 +1,7 @@
 """The coprocessor example (examples/coprocessor_square.py) run as a team runs it: from a
 virtual environment that holds only this project's wheel, against the real robot program in
-a headless simulator (benchmarks/simbot.py), judged by what the robot's data log says.
+a headless simulator (the benchmarks' harness, benchmarks/harness/), judged by what the robot's
+data log says.
 
 * The wheel (``pip wheel --no-deps``, as docs/coprocessor.md builds it) holds ``bcnp/``
   and ``messages.py`` and no robot code; the environment it goes into has nothing else
@@ -43,7 +44,10 @@ import pytest
 
 pytest.importorskip("wpilib", reason="the simulated robot needs RobotPy (python run.py test installs it)")
 
-from benchmarks.simbot import CommandStart, SimRobot, free_port, late_commands, log_clock
+from benchmarks.harness.judge import Judged, Plan, early, judge, late
+from benchmarks.harness.rig import host_tool
+from benchmarks.harness.robotlog import CommandStart, log_clock, records
+from benchmarks.harness.sim import SimRobot, free_port
 from messages import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,7 +231,7 @@ class Log:
         return x, y, degrees
 
     def commands(self, since: float, until: float) -> list[CommandStart]:
-        """Each command made active (after clamping), as benchmarks/simbot.py reads them."""
+        """Each command made active (after clamping), as benchmarks/harness/robotlog.py reads them."""
         vx = self.between("BCNP/Command/Vx", since, until)
         omega = self.between("BCNP/Command/Omega", since, until)
         ms = self.between("BCNP/Command/DurationMs", since, until)
@@ -250,24 +254,14 @@ _GETTERS = {
 
 
 def read_log(log_dir: Path) -> Log:
-    from wpiutil.log import DataLogReader
-
     entries: dict[str, list[tuple[float, Any]]] = {}
     for path in sorted(log_dir.glob("*.wpilog")):
         clock = log_clock(path)
         if clock is None:
             continue
-        reader = DataLogReader(str(path))
-        kinds: dict[int, tuple[str, str]] = {}
-        for record in reader:
-            if record.isStart():
-                start = record.getStartData()
-                if start.type in _GETTERS:
-                    kinds[start.entry] = (start.name, _GETTERS[start.type])
-            elif not record.isControl() and record.getEntry() in kinds:
-                name, getter = kinds[record.getEntry()]
-                value = getattr(record, getter)()
-                entries.setdefault(name, []).append((clock.wall(record.getTimestamp()), value))
+        for name, kind, stamp, record in records(path):
+            if kind in _GETTERS:
+                entries.setdefault(name, []).append((clock.wall(stamp), getattr(record, _GETTERS[kind])()))
     return Log(entries)
 
 
@@ -336,20 +330,22 @@ def plan_index(first_start: float) -> Any:
     return index_of
 
 
-def lateness(log: Log, run: Run) -> list[tuple[int, float]]:
-    """(step, seconds after plan) of every command the robot started during the run. The
+def lateness(log: Log, run: Run) -> list[Judged]:
+    """Every command the robot started during the run, its step and how long after plan. The
     plan's clock is the host's, which the log does not have: it starts with the first packet
     of commands (sent right after the host read its clock), as the robot received it."""
     first = next(t for t, count, _ in log.packets(run.began, run.ended) if count)
     starts = log.commands(run.began, run.ended)
-    return late_commands(starts, PLAN_STARTS, first, index_of=plan_index(first), tolerance=-math.inf)
+    return judge(starts, [Plan(first, PLAN_STARTS, plan_index(first))])
 
 
-def on_time(behind: list[tuple[int, float]]) -> bool:
+def on_time(behind: list[Judged]) -> bool:
     """The rule: no command starts more than the link timeout after its plan. Nor more than
     EARLY_S before it (the robot starts a command at the tick after it arrives, never sooner;
     only the log's stamp of the first packet, the plan's start, may trail its arrival)."""
-    return all(-EARLY_S <= late <= LINK_TIMEOUT_S for _, late in behind)
+    return (
+        all(j.index >= 0 for j in behind) and not late(behind, LINK_TIMEOUT_S) and not early(behind, EARLY_S)
+    )
 
 
 def closure(log: Log, began: float, ended: float) -> tuple[float, float]:
@@ -388,7 +384,7 @@ def test_a_clean_run_drives_a_square_that_closes(coprocessor: Path, robot: SimRo
     starts = log.commands(run.began, run.ended)
     assert [(s.vx, s.omega, s.duration_ms) for s in starts] == PLAN, starts
     behind = lateness(log, run)
-    assert [i for i, _ in behind] == list(range(len(PLAN)))
+    assert [j.index for j in behind] == list(range(len(PLAN)))
     assert on_time(behind), behind
     # The stop at the end: a CLEAR_QUEUE with no commands, once the plan has run.
     assert log.packets(run.began, run.ended)[-1][1:] == (0, True)
@@ -404,14 +400,7 @@ def run_through_a_drop(coprocessor: Path, robot: SimRobot) -> tuple[Run, str]:
     port = free_port()
     address = ["--listen", f"{LOCAL}:{port}", "--to", f"{LOCAL}:{robot.port}", "--tcp-only"]
     faults = ["--drop-at", f"{DROP_AT_S:g}s:1s", "--duration", f"{RUN_TIMEOUT_S + 10:g}s"]
-    proxy = subprocess.Popen(
-        [sys.executable, "-m", "bcnp", "proxy", *address, *faults],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proxy = host_tool("proxy", *address, *faults)
     try:
         assert proxy.stdout is not None
         listening = proxy.stdout.readline()
@@ -453,10 +442,11 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     print(f"robot:\n{controllers(log, run)}")
     starts = log.commands(run.began, run.ended)
     behind = lateness(log, run)
-    print(f"latest start {max(t for _, t in behind) * 1e3:.0f} ms after plan; steps started: {behind}")
-    assert on_time(behind), behind
-    assert behind[-1][0] == len(PLAN) - 1, "the square did not carry on to its end after the drop"
-    assert any(s.duration_ms < PLAN[i][2] for s, (i, _) in zip(starts, behind, strict=True)), (
+    steps = [(j.index, j.lateness) for j in behind]
+    print(f"latest start {max(t for _, t in steps) * 1e3:.0f} ms after plan; steps started: {steps}")
+    assert on_time(behind), steps
+    assert behind[-1].index == len(PLAN) - 1, "the square did not carry on to its end after the drop"
+    assert any(j.start.duration_ms < PLAN[j.index][2] for j in behind), (
         "no step was resumed with what was left of it"
     )
 

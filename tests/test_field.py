@@ -1,5 +1,6 @@
 """Acceptance on a simulated field: the real robot program in its own headless sim
-process (benchmarks/simbot.py), a host on real sockets, faults from the user-space proxy.
+process, a host on real sockets, faults from the user-space proxy: the benchmarks' harness
+(benchmarks/harness/: the launcher, the proxy-and-host rig, the judge of command starts).
 
 * A link lost mid-path (a proxy partition of 0.3 s, 1 s, 3 s; TCP and UDP): the
   robot drops the controller after 200 ms, the host reconnects and resumes on its
@@ -12,7 +13,7 @@ module of its own, so that under xdist it runs beside this one).
 
 Robot times come from the data log, put on the wall clock by its ``systemTime``
 anchors; the in-process host plans on ``time.time()`` too, so both sides are on
-one clock (to a few microseconds; see benchmarks/simbot.py). Each path command is
+one clock (to a few microseconds; see benchmarks/harness/robotlog.py). Each path command is
 40 ms and carries its index in omega (index / 1000 rad/s, inside the robot's
 2.5 rad/s clamp), so each start in the log names the command it is.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,15 +29,14 @@ import pytest
 pytest.importorskip("wpilib", reason="robotpy is not installed")
 pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
-from bcnp.host.client import Client, LinkError
-from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Replay
 from bcnp.paths import PathCommand
-from benchmarks.simbot import CommandStart, SimRobot, late_commands, read_command_starts
-from messages import SCHEMA
+from benchmarks.harness.judge import Plan, judge, late
+from benchmarks.harness.rig import Rig
+from benchmarks.harness.robotlog import CommandStart, wait_for_starts
+from benchmarks.harness.sim import SimRobot
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = "127.0.0.1"
 #: The robot's link timeout: a command may start this much after its plan, never more.
 LINK_TIMEOUT_S = 0.2
 STEP_MS = 40
@@ -61,39 +60,6 @@ def index_of(start: CommandStart) -> int:
     return round(start.omega * 1000)
 
 
-def connect(port: int, udp: bool, timeout: float = 10.0) -> Client:
-    """A connected client. The robot may still hold the previous test's UDP
-    controller for up to its link timeout: until it lets go, connecting fails."""
-    deadline = time.monotonic() + timeout
-    while True:
-        client = Client(SCHEMA, LOCAL, port, udp=udp, timeout=1.0)
-        try:
-            return client.connect()
-        except LinkError:
-            client.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def starts_between(robot: SimRobot, since: float, until: float, last: int) -> list[CommandStart]:
-    """The commands the robot started between two wall times, once its log has the
-    path's last command (the log is written every 0.25 s) or 6 s have passed. A log
-    gets its first wall-clock anchor 5 s after the robot started: until then it
-    cannot be read."""
-    deadline = time.monotonic() + 6.0
-    while True:
-        try:
-            starts = [s for s in read_command_starts(robot.log_dir) if since <= s.wall_time <= until]
-        except ValueError:
-            if time.monotonic() > deadline:
-                raise
-            starts = []
-        if any(index_of(s) == last for s in starts) or time.monotonic() > deadline:
-            return starts
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def field_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
     """One robot for every link-loss case: each new controller starts with an empty queue."""
@@ -103,11 +69,6 @@ def field_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
         yield robot
 
 
-@dataclass
-class Drop:
-    at_wall: float = 0.0  # when the partition began (time.time())
-
-
 @pytest.mark.parametrize("drop", [0.3, 1.0, 3.0], ids=lambda d: f"{d:g}s")
 @pytest.mark.parametrize("transport", ["tcp", "udp"])
 def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport: str, drop: float) -> None:
@@ -115,35 +76,33 @@ def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport
     assert robot.alive(), f"the robot died:\n{robot.output()}"
     udp = transport == "udp"
     commands = path(BEFORE_S + drop + AFTER_S)
-    with Proxy((LOCAL, robot.port), tcp=not udp, udp=udp) as proxy:
-        client = connect(proxy.udp_port if udp else proxy.tcp_port, udp)
-        with client:
+    with Rig(robot.port, transport) as rig:
+        # The robot may still hold the previous test's UDP controller for up to its link
+        # timeout: until it lets go, connecting fails.
+        with rig.connect(udp, within=10.0, timeout=1.0) as client:
             replay = Replay(client, commands, clock=time.time)
-            cut = Drop()
-
-            def partition_midway(progress: object) -> None:
-                if not cut.at_wall and replay.elapsed >= BEFORE_S:
-                    cut.at_wall = time.time()
-                    proxy.partition(drop)
-
-            replay.run(on_progress=partition_midway)
-        assert proxy.counters().internal_errors == 0
-    assert replay.start is not None and cut.at_wall
-    schedule = replay.schedule
+            cut = rig.drop_once(BEFORE_S, drop)
+            replay.run(on_progress=lambda progress: cut(replay.elapsed))
+        assert rig.proxy is not None and rig.proxy.counters().internal_errors == 0
+    assert replay.start is not None and cut.wall is not None
     last = len(commands) - 1
-    starts = starts_between(robot, replay.start, time.time(), last)
-    late = late_commands(starts, schedule.starts, replay.start, index_of=index_of, tolerance=LINK_TIMEOUT_S)
+    starts = wait_for_starts(
+        robot.log_dir,
+        lambda starts: any(index_of(s) == last for s in starts),
+        since=replay.start,
+        until=time.time(),
+    )
+    judged = judge(starts, [Plan(replay.start, replay.schedule.starts, index_of)])
+    late_starts = late(judged, LINK_TIMEOUT_S)
     # Every start against its plan (for the figures: the tolerance is the rule above).
-    behind = [0.0] + [
-        t for _, t in late_commands(starts, schedule.starts, replay.start, index_of=index_of, tolerance=-1)
-    ]
+    behind = [0.0] + [j.lateness for j in judged if j.lateness > -1]
     outages = "; ".join(str(o) for o in replay.outages)
     print(
-        f"\n{transport} drop {drop:g} s: late commands: {len(late)}; {len(starts)} of {len(commands)} "
+        f"\n{transport} drop {drop:g} s: late commands: {len(late_starts)}; {len(starts)} of {len(commands)} "
         f"started, dropped {replay.dropped}; start behind plan max {max(behind) * 1e3:.0f} ms; "
         f"outage(s): {outages}"
     )
-    assert late == []
+    assert late_starts == []
     if not replay.outages and drop < SURE_DROP_S:
         # Just over the link timeout, a robot process the machine held back (2 cores, other
         # workers) can find the held bytes on its return before its own 200 ms have run out:
@@ -154,7 +113,7 @@ def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport
     assert replay.outages, "the partition cost no outage: the robot never dropped the link"
     assert all(o.back_at is not None for o in replay.outages), outages
     # The path carried on after the link came back, up to its last command.
-    healed = cut.at_wall + drop
+    healed = cut.wall + drop
     after = [index_of(s) for s in starts if s.wall_time > healed]
     assert after and after[-1] == last, f"after the drop the robot started {after}"
     assert replay.dropped > 0

@@ -3,15 +3,13 @@ killed mid-path and started again. ``python -m bcnp replay`` reconnects within a
 of the robot listening, carries on, reports the outage and exits 0.
 
 Each case starts a robot of its own. Under xdist it runs beside test_field.py's robot:
-SimRobots run side by side (benchmarks/simbot.py, "Ports"); these tests talk BCNP only,
+SimRobots run side by side (benchmarks/harness/sim.py, "Ports"); these tests talk BCNP only,
 on each robot's own port, and read each robot's own data log.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -22,9 +20,10 @@ import pytest
 pytest.importorskip("wpilib", reason="robotpy is not installed")
 pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
-from test_field import ROOT, path
+from test_field import path
 
-from benchmarks.simbot import SimRobot
+from benchmarks.harness.rig import host_tool
+from benchmarks.harness.sim import SimRobot
 
 
 @dataclass
@@ -76,15 +75,8 @@ def test_replay_rides_through_a_robot_restart(tmp_path: Path, transport: str) ->
     path_file.write_text("".join(f"{c.vx},{c.omega},{c.duration_ms}\n" for c in commands))
     with SimRobot(tmp_path / "logs") as robot:
         robot.start()
-        args = [sys.executable, "-m", "bcnp", "replay", str(path_file), "--port", str(robot.port)]
-        proc = subprocess.Popen(
-            [*args, *(["--udp"] if transport == "udp" else [])],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        args = ["replay", str(path_file), "--port", str(robot.port)]
+        proc = host_tool(*args, *(["--udp"] if transport == "udp" else []))
         try:
             output = Output(proc)
             output.wait_for("replaying")

@@ -1,6 +1,6 @@
 """A host learns whether the robot it drives will drive: the robot's mode, seen from the host.
 
-The robot in a headless simulator process (benchmarks/simbot.py) as a user starts
+The robot in a headless simulator process (benchmarks/harness/sim.py) as a user starts
 it, a real ``python -m bcnp send`` against it, the robot's NetworkTables read by
 the host tool's own NT4 client. Each robot serves NetworkTables on a port of its
 own (``SimRobot.nt_port``, ``--nt-port``), so another simulator running beside
@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import free_port
 
 import constants
 from bcnp.host.robotmode import mode_line
@@ -64,14 +63,12 @@ def test_which_simulators_start_ready_to_be_driven(
 
 
 def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
-    nt_port = free_port()
-    with SimRobot(
-        tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": "0", "BCNP_SIM_NT_PORT": str(nt_port)}
-    ) as robot:
+    with SimRobot(tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": "0"}) as robot:
         robot.start()
         robot.wait_ticking()
+        nt_port = robot.nt_port
         waited = bcnp("send", robot.port, nt_port, "0.5", "0", "300")
         at_once = bcnp("send", robot.port, nt_port, "--no-wait", "0.5", "0", "300")
         path = tmp_path / "short.csv"
@@ -93,14 +90,12 @@ def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> Non
     """``python -m robotpy sim --nogui`` with no BCNP_SIM_AUTONOMOUS at all, as a user
     starts it: in autonomous, enabled; send has nothing to say."""
     from bcnp.host.monitor import Monitor
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
-    nt_port = free_port()
-    with SimRobot(
-        tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": "", "BCNP_SIM_NT_PORT": str(nt_port)}
-    ) as robot:
+    with SimRobot(tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": ""}) as robot:
         robot.start()
         robot.wait_ticking()
+        nt_port = robot.nt_port
         result = bcnp("send", robot.port, nt_port, "--no-wait", "0.5", "0", "300")
         with Monitor(port=nt_port) as monitor:
             monitor.wait_for_keys(10.0)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import wpilib
-from support import wait_until
+from support import stepping_sleep, wait_until
 from test_autonomous import choose, running
 from test_robot import Sim, field_pose
 
@@ -39,6 +39,7 @@ from bcnp.paths import (
 )
 from bcnp.paths.choreo import load_choreo
 from bcnp.paths.pathplanner import load_pathplanner
+from benchmarks.harness.truth import arcs
 
 PATHS = constants.AUTO_PATHS_DIR
 PATHPLANNER = PATHS / "s_curve.path"
@@ -48,17 +49,7 @@ LIMITS = DriveLimits.from_constants(constants)
 
 def integrate(commands: list[PathCommand]) -> tuple[float, float, float]:
     """Where exact arcs of the commands end, from the origin facing +x."""
-    x = y = heading = 0.0
-    for c in commands:
-        for _ in range(round(c.duration_ms / 1000 / SAMPLE_S)):
-            ds, dt = c.vx * SAMPLE_S, c.omega * SAMPLE_S
-            if abs(dt) < 1e-12:
-                x, y = x + ds * math.cos(heading), y + ds * math.sin(heading)
-            else:
-                r = ds / dt
-                x += r * (math.sin(heading + dt) - math.sin(heading))
-                y -= r * (math.cos(heading + dt) - math.cos(heading))
-                heading += dt
+    *_, (_, x, y, heading) = arcs(commands, SAMPLE_S)
     return x, y, heading
 
 
@@ -212,22 +203,14 @@ def stepper(sim: Sim, client: Client) -> object:
     wall time), what it sent has arrived, then one robot tick; then the telemetry that tick
     sent has arrived."""
     base_robot, base_client = sim.link.telemetry.packets, client.telemetry_packets
-    ticks = 0
 
-    def sleep(seconds: float) -> None:
-        nonlocal ticks
-        ticks += 1
-        if ticks % 2 == 0:
-            client.keepalive()
-        wait_until(
-            lambda: sim.link.dispatcher.packets_received >= client.packets_sent, what="sends to arrive"
-        )
+    def tick(seconds: float) -> None:
         sim.tick()
         sim.link.flush_sends()
         want = sim.link.telemetry.packets - base_robot
         wait_until(lambda: client.telemetry_packets - base_client >= want, what="telemetry to arrive")
 
-    return sleep
+    return stepping_sleep(client, lambda: sim.link.dispatcher.packets_received, tick)
 
 
 def truth() -> tuple[float, float, float]:

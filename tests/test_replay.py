@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support import FakeClock, wait_until
+from support import FakeClock, stepping_sleep, wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
@@ -66,17 +66,12 @@ def run_replay(robot: Robot, client: Client, commands: list[PathCommand], **kwar
     The client's keepalive thread runs on wall time, so here a keepalive goes out every
     other tick (40 ms) on the fake clock instead.
     """
-    ticks = 0
 
-    def sleep(seconds: float) -> None:
-        nonlocal ticks
-        ticks += 1
-        if ticks % 2 == 0:
-            client.keepalive()
-        wait_until(lambda: robot.dispatcher.packets_received >= client.packets_sent, what="sends to arrive")
+    def tick(seconds: float) -> None:
         robot.clock.advance(seconds)
         robot.tick()
 
+    sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_received, tick)
     replay = Replay(client, commands, clock=robot.clock, sleep=sleep, **kwargs)  # type: ignore[arg-type]
     replay.run()
     return replay

@@ -27,7 +27,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support import free_port, wait_until
+from support import wait_until
 
 from bcnp.host import Client, ReconnectPolicy
 from messages import SCHEMA, DriveCmd
@@ -96,7 +96,7 @@ def test_the_upload_set_is_the_robot_and_nothing_of_the_workspace(tmp_path: Path
 def test_the_robot_runs_from_its_upload_set_with_only_its_requirements(
     tmp_path: Path, robot_python: Path
 ) -> None:
-    from benchmarks.simbot import SimRobot
+    from benchmarks.harness.sim import SimRobot
 
     upload = tmp_path / "upload"
     upload_set(upload)
@@ -121,7 +121,6 @@ def test_the_robot_runs_from_its_upload_set_with_only_its_requirements(
         project=upload,
         env={
             "BCNP_SIM_AUTO_MODE": PATH_MODE,
-            "BCNP_SIM_NT_PORT": str(free_port()),
             "PYTHONPATH": None,
             "VIRTUAL_ENV": None,
         },

@@ -1,0 +1,158 @@
+"""What the robot's data log says it did: each command it made active, on the wall clock.
+
+Clocks. A data log's timestamps are the robot's FPGA time in microseconds; in
+the simulator that is time since the HAL started, so a restarted robot counts
+from about 0 again, in a new file. WPILib's ``DataLogManager`` writes a
+``systemTime`` entry every 5 s once the system time is valid (always, in the
+simulator): its value is the wall clock (``gettimeofday``, µs since the
+epoch, the scale of ``time.time()``) and its record's timestamp the FPGA time,
+read one right after the other by the log thread. Each file's offset
+(wall - FPGA) is the median over its anchors (:class:`LogClock`), so one
+anchor read across a preemption does not move it. Error bound, per file: the
+anchors' spread (``LogClock.spread_us``: 0 to 1 µs in the simulator, where both
+clocks advance together, the FPGA clock being the monotonic clock since the
+HAL started). A system clock stepped or slewed during the run (NTP slews at
+most 500 ppm: 0.5 ms per second) moves records away from the median anchor by
+as much, and shows in the spread, for records between the first and last anchor. Checked
+end to end: single commands sent to an idle robot at known ``time.time()``
+moments start, by the mapped log, 1.1 to 20.9 ms later, the spread of one
+20 ms tick with nothing below it, so the mapping is right to about a millisecond.
+The first anchor is written 5 s after the robot starts, so a robot that ran
+less than that (or was killed sooner) leaves a log without one: its commands
+cannot be placed on the wall clock, and :func:`read_command_starts` says so.
+
+The log thread writes the file every 0.25 s: a killed or stopped robot (SIGTERM
+does not flush it either) loses what it recorded in its last quarter second;
+read the log again until the expected entries are there while the robot still runs
+(:func:`wait_for_starts`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The data log entries of each command made active (subsystems/recording.py).
+VX_ENTRY, OMEGA_ENTRY, DURATION_ENTRY = "BCNP/Command/Vx", "BCNP/Command/Omega", "BCNP/Command/DurationMs"
+#: DataLogManager's wall-clock anchor: value µs since the epoch, timestamp FPGA µs.
+SYSTEM_TIME_ENTRY = "systemTime"
+#: The robot writes its data log every 0.25 s: this long after a moment, the log holds it.
+LOG_WRITE_S = 1.0
+
+
+@dataclass(frozen=True)
+class CommandStart:
+    """A command as the robot made it active (after clamping), from its data log."""
+
+    #: Seconds since the epoch (the ``time.time()`` scale) when the robot made it active.
+    wall_time: float
+    vx: float
+    omega: float
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class LogClock:
+    """One data log's robot time on the wall clock: wall µs = FPGA µs + ``offset_us``."""
+
+    offset_us: float
+    #: Largest minus smallest anchor offset (µs): how far the file's anchors disagree.
+    spread_us: float
+    anchors: int
+
+    def wall(self, fpga_us: int) -> float:
+        """``time.time()`` seconds of a record stamped ``fpga_us``."""
+        return (fpga_us + self.offset_us) / 1e6
+
+
+def records(path: Path) -> Iterator[tuple[str, str, int, Any]]:
+    """(entry name, entry type, timestamp µs, record) for each data record of a ``.wpilog``."""
+    from wpiutil.log import DataLogReader
+
+    reader = DataLogReader(str(path))
+    if not reader.isValid():
+        return
+    names: dict[int, tuple[str, str]] = {}
+    for record in reader:
+        if record.isStart():
+            start = record.getStartData()
+            names[start.entry] = (start.name, start.type)
+        elif not record.isControl():
+            entry = names.get(record.getEntry())
+            if entry is not None:
+                yield entry[0], entry[1], record.getTimestamp(), record
+
+
+def log_clock(path: Path) -> LogClock | None:
+    """The file's FPGA → wall-clock mapping from its ``systemTime`` anchors; ``None`` without one."""
+    offsets = [
+        record.getInteger() - stamp for name, _, stamp, record in records(path) if name == SYSTEM_TIME_ENTRY
+    ]
+    if not offsets:
+        return None
+    return LogClock(float(statistics.median(offsets)), float(max(offsets) - min(offsets)), len(offsets))
+
+
+def read_command_starts(log_dir: Path) -> list[CommandStart]:
+    """Every command made active in every ``.wpilog`` in ``log_dir`` (a restarted
+    robot writes a new file), on the wall clock, in time order.
+
+    Raises ``ValueError`` for a file with commands but no ``systemTime`` anchor (a
+    robot that ran less than 5 s): its commands cannot be placed in time."""
+    starts: list[CommandStart] = []
+    for path in sorted(Path(log_dir).glob("*.wpilog")):
+        vx: list[tuple[int, float]] = []
+        omega: list[float] = []
+        duration: list[int] = []
+        offsets: list[int] = []
+        for name, _, stamp, record in records(path):
+            if name == VX_ENTRY:
+                vx.append((stamp, record.getDouble()))
+            elif name == OMEGA_ENTRY:
+                omega.append(record.getDouble())
+            elif name == DURATION_ENTRY:
+                duration.append(record.getInteger())
+            elif name == SYSTEM_TIME_ENTRY:
+                offsets.append(record.getInteger() - stamp)
+        if not vx:
+            continue
+        if not offsets:
+            raise ValueError(
+                f"{path}: {len(vx)} command(s) but no systemTime entry to place them on the wall "
+                "clock (DataLogManager writes the first 5 s after the robot starts)"
+            )
+        offset = statistics.median(offsets)
+        # The three entries are written together, in this order; a log cut by a kill
+        # may end inside a triple: the incomplete one is left out.
+        for (stamp, v), w, ms in zip(vx, omega, duration, strict=False):
+            starts.append(CommandStart((stamp + offset) / 1e6, v, w, ms))
+    starts.sort(key=lambda s: s.wall_time)
+    return starts
+
+
+def wait_for_starts(
+    log_dir: Path,
+    done: Callable[[list[CommandStart]], bool],
+    timeout: float = 6.0,
+    since: float = -float("inf"),
+    until: float = float("inf"),
+) -> list[CommandStart]:
+    """The commands started between two wall times (:func:`read_command_starts`), read again
+    every 0.1 s until ``done`` says they are all there (the log is written every 0.25 s) or
+    ``timeout`` s have passed. A log without its first wall-clock anchor yet (a robot that has
+    run less than 5 s) counts as empty until then; after it, its ``ValueError`` is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            starts = [s for s in read_command_starts(log_dir) if since <= s.wall_time <= until]
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            starts = []
+        if done(starts) or time.monotonic() > deadline:
+            return starts
+        time.sleep(0.1)
