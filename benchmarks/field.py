@@ -355,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not robot.alive():
                 failures.append("the robot was not running at the end")
         finally:
-            robot.stop()
+            robot.close()
     judge_cases(cases, starts)
 
     print(

@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 if truth is not None:
                     truth.close()
-                robot.stop()
+                robot.close()
 
     print(
         f"{PATH.relative_to(ROOT)} ({reference.total:.1f} s), {args.drivetrain}; weak side: right at "

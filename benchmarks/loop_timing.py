@@ -172,7 +172,7 @@ class StallProbe:
     def between(self, t0_us: int, t1_us: int) -> list[Stall]:
         return [s for s in list(self.stalls) if t0_us <= s.end_us < t1_us]
 
-    def stop(self) -> None:
+    def close(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -346,7 +346,7 @@ class Bench:
             sender = Sender(self.client, packets, period=period, name=name).start()
             phase.sent = sender.sent
         self._watch(phase, t0 + seconds, t0, done=(lambda: not sender.alive()) if sender else None)
-        if sender is not None and not sender.stop(30):
+        if sender is not None and not sender.close(30):
             check(self.sim)
             raise RuntimeError(f"{name}: the sender is stuck (the robot stopped reading)")
         phase.seconds = time.monotonic() - t0
@@ -541,8 +541,8 @@ def main(argv: list[str] | None = None) -> int:
                 client.close()
             if keys is not None:
                 keys.close()
-            sim.stop()
-            probe.stop()
+            sim.close()
+            probe.close()
     return status
 
 

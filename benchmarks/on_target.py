@@ -264,7 +264,7 @@ def run_combination(
     finally:
         if truth is not None:
             truth.close()
-        robot.stop()
+        robot.close()
 
 
 # -- output ----------------------------------------------------------------------------------

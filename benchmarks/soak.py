@@ -724,7 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with soak.lock:
                 if soak.lives and soak.lives[-1].ended is None:
                     soak.lives[-1].ended = time.time()
-            robot.stop()
+            robot.close()
             rig.close()
         report = analyse(soak, starts_error, starts, args.minutes)
         report["seed"] = args.seed

@@ -114,7 +114,7 @@ class Runs:
                 self.outputs.append(path)
             yield robot
         finally:
-            robot.stop()
+            robot.close()
 
     def log(self) -> bytes:
         """Every robot's output, in start order."""
@@ -151,7 +151,7 @@ class Host:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.sender.stop(5)
+        self.sender.close(5)
         self.rig.close()
         if self.sender.sent.error is not None and exc[0] is None:
             raise RuntimeError(f"the host failed: {self.sender.sent.error!r}")

@@ -74,7 +74,7 @@ def docs_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         robot.wait_ticking()
         yield
     finally:
-        robot.stop()
+        robot.close()
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])

@@ -85,7 +85,7 @@ def send_loop(
 
 
 class Sender:
-    """:func:`send_loop` in a thread of its own: :meth:`start`, then :meth:`stop`."""
+    """:func:`send_loop` in a thread of its own: :meth:`start`, then :meth:`close`."""
 
     def __init__(
         self,
@@ -113,7 +113,7 @@ class Sender:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def stop(self, timeout: float = 5.0) -> bool:
+    def close(self, timeout: float = 5.0) -> bool:
         """Stop sending; whether the thread ended within ``timeout`` s."""
         self._stop.set()
         self._thread.join(timeout)

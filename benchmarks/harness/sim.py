@@ -240,7 +240,7 @@ class SimRobot:
             env[FIRST_TICK_FD_ENV] = str(write)
             pass_fds = (write,)
         self._output_path = self.log_dir / f"robot-output-{self.starts}.txt"
-        self._output = open(self._output_path, "wb")  # noqa: SIM115 - closed by stop()/kill()
+        self._output = open(self._output_path, "wb")  # noqa: SIM115 - closed by close()/kill()
         self.spawned_ns = time.monotonic_ns()
         try:
             self._proc = spawn(
@@ -255,7 +255,7 @@ class SimRobot:
         try:
             self._wait_ready(deadline)
         except BaseException:
-            self.stop()
+            self.close()
             raise
 
     def _wait_ready(self, deadline: float) -> None:
@@ -359,7 +359,7 @@ class SimRobot:
             proc.wait()
         self._close_output()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """SIGTERM, then SIGKILL after 5 s; waits until the process is gone. Idempotent."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
@@ -424,4 +424,4 @@ class SimRobot:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()

@@ -58,7 +58,7 @@ class FieldPose:
                 self.samples.append(pose)
             time.sleep(0.02)
 
-    def stop(self) -> list[tuple[float, float, float]]:
+    def finish(self) -> list[tuple[float, float, float]]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -180,5 +180,5 @@ def watch_drive(truth: FieldPose, drive: Callable[[], object]) -> Watched:
     finally:
         seconds = time.monotonic() - start
         time.sleep(TAIL_S)
-        poses = truth.stop()
+        poses = truth.finish()
     return Watched([origin, *poses], seconds, error)
