@@ -51,11 +51,34 @@ DEPLOY_TIER = (
     "test_allowed_peers.py",
 )
 ALL_ENV = "BCNP_TEST_ALL"
-#: The modules that take longest (tens of seconds of real time: simulator processes, replays
-#: on the wall clock, ``robotpy test`` runs), first in the run: ``python run.py test`` hands
-#: out whole modules to its xdist workers in collection order (``--dist loadfile
-#: --no-loadscope-reorder``), and one of these started last would finish alone.
-LONGEST_FIRST = ("test_field.py", "test_examples.py", "test_field_restart.py", "test_tiers.py")
+#: The modules that take longest, longest first (seconds each in a parallel run here,
+#: 2026-11-25: simulator processes, replays on the wall clock, g++, hypothesis). ``python
+#: run.py test`` hands out whole modules to its xdist workers in collection order (``--dist
+#: loadfile --no-loadscope-reorder``): longest first, so that the run ends with short ones on
+#: every worker instead of one long module finishing alone. The rest follow as collected.
+LONGEST_FIRST = (
+    "test_field.py",  # 40
+    "test_examples.py",  # 33
+    "test_field_restart.py",  # 19
+    "test_properties.py",  # 12
+    "test_on_target.py",  # 12
+    "test_autonomous.py",  # 11
+    "test_robot.py",  # 9
+    "test_client.py",  # 8
+    "test_codegen_cpp.py",  # 8
+    "test_host_tools.py",  # 7
+    "test_planners.py",  # 7
+    "test_faults.py",  # 7
+    "test_sysid.py",  # 7
+    "test_modes.py",  # 6
+    "test_cli.py",  # 6
+    "test_transport_tcp.py",  # 6
+    "test_queue.py",  # 6
+    "test_wire.py",  # 5
+    "test_parser.py",  # 5
+    "test_pyfrc_stock.py",  # 4
+    "test_doc_examples.py",  # 4
+)
 
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")

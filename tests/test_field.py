@@ -49,7 +49,7 @@ BEFORE_S = 2.0
 #: A drop this long always costs the link, however the machine schedules the robot; a
 #: shorter one (0.3 s, 0.1 s over the link timeout) may not on a busy machine.
 SURE_DROP_S = 1.0
-AFTER_S = 4.0
+AFTER_S = 3.0
 
 
 def path(seconds: float) -> list[PathCommand]:
