@@ -1,4 +1,5 @@
-"""Helpers for tests on real sockets: an injected clock and a bounded wait."""
+"""Helpers for tests on real sockets: an injected clock, a bounded wait, the robot side served
+in this process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import bcnp
+from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
+from bcnp.transport import TcpServer, TransportConfig, UdpServer
 
 #: Set by conftest.py when ``robotpy test`` runs the deploy tier (what ``robotpy deploy`` runs
 #: before every upload).
@@ -168,3 +174,59 @@ def rule_start(cursor: int | None, duration: int, arrival: int | None, t: int, l
     if cursor + duration < t - lag_us:
         return None
     return max(cursor, t - lag_us)
+
+
+@dataclass
+class ServedRobot:
+    """The robot side in this process: a real TCP or UDP server on loopback, on an injected
+    clock, feeding every DriveCmd packet to a queue (and to ``packets``)."""
+
+    schema: bcnp.Schema
+    clock: FakeClock
+    dispatcher: Dispatcher
+    queue: MessageQueue
+    server: TcpServer | UdpServer
+    packets: list[bcnp.PacketView] = field(default_factory=list)
+
+    @property
+    def addr(self) -> tuple[str, int]:
+        return (self.server.config.host, self.server.port)
+
+    @property
+    def udp(self) -> bool:
+        return isinstance(self.server, UdpServer)
+
+
+Served = TypeVar("Served", bound=ServedRobot)
+
+
+def serve_robot(
+    schema: bcnp.Schema,
+    kind: type[TcpServer | UdpServer],
+    robot_class: type[Served] = ServedRobot,  # type: ignore[assignment]
+    *,
+    capacity: int = 70_000,
+    host: str = "127.0.0.1",
+    **config: Any,
+) -> Served:
+    """A started :class:`ServedRobot` (or ``robot_class``) on a free port; ``config``: the
+    server's :class:`~bcnp.transport.TransportConfig`. Close it with ``robot.server.close()``."""
+    clock = FakeClock()
+    dispatcher = Dispatcher(schema)
+    queue = MessageQueue(MessageQueueConfig(capacity=capacity))
+    server = kind(dispatcher, TransportConfig(host=host, port=0, **config), clock=clock)
+    robot = robot_class(schema, clock, dispatcher, queue, server)
+
+    def handle(packet: bcnp.PacketView, now: float) -> None:
+        robot.packets.append(packet)
+        queue.handle_packet(packet, now)
+
+    dispatcher.register("DriveCmd", handle)
+    server.start()
+    return robot
+
+
+def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0, vx: float = 0.5) -> bytes:
+    """A packet of ``n`` DriveCmds (vx, 0.25 rad/s, 20 ms, 21 ms, ...)."""
+    drive = schema["DriveCmd"]
+    return bcnp.encode_packet(drive, [drive(vx=vx, omega=0.25, durationMs=20 + i) for i in range(n)], flags)

@@ -12,13 +12,13 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
-from support import FakeClock, recv_exactly, wait_until
+from support import ServedRobot, drive_packet, recv_exactly, serve_robot, wait_until
 
 import bcnp
-from bcnp import Dispatcher, encode_handshake, encode_packet
+from bcnp import encode_handshake
 from bcnp.transport import WARNING_LOGGERS, TcpServer, TransportConfig, UdpServer
 
 ALLOWED, REFUSED = "127.0.0.1", "127.0.0.2"
@@ -39,27 +39,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@dataclass
-class Robot:
-    schema: bcnp.Schema
-    clock: FakeClock
-    server: TcpServer | UdpServer
-    packets: list[bcnp.PacketView] = field(default_factory=list)
-
-    @property
-    def addr(self) -> tuple[str, int]:
-        return (ALLOWED, self.server.port)
+Robot = ServedRobot
 
 
 def make_robot(schema: bcnp.Schema, kind: type[TcpServer | UdpServer], **config: object) -> Robot:
-    clock = FakeClock()
-    dispatcher = Dispatcher(schema)
-    config = {"allowed_peers": (ALLOWED,), **config}
-    cfg = TransportConfig(host=ALLOWED, port=0, **config)  # type: ignore[arg-type]
-    robot = Robot(schema, clock, kind(dispatcher, cfg, clock=clock))
-    dispatcher.register("DriveCmd", lambda packet, now: robot.packets.append(packet))
-    robot.server.start()
-    return robot
+    return serve_robot(schema, kind, host=ALLOWED, **{"allowed_peers": (ALLOWED,), **config})
 
 
 @pytest.fixture
@@ -74,11 +58,6 @@ def udp(schema: bcnp.Schema) -> Iterator[Robot]:
     robot = make_robot(schema, UdpServer)
     yield robot
     robot.server.close()
-
-
-def drive_packet(schema: bcnp.Schema, n: int = 3) -> bytes:
-    drive = schema["DriveCmd"]
-    return encode_packet(drive, [drive(vx=0.5, omega=0.25, durationMs=20 + i) for i in range(n)])
 
 
 def tcp_client(addr: tuple[str, int], source: str) -> socket.socket:

@@ -7,10 +7,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
-from support import FakeClock, free_port, open_fds, wait_until
+from support import FakeClock, ServedRobot, free_port, open_fds, serve_robot, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
@@ -30,15 +29,7 @@ from bcnp.host.client import (
 from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
 
 
-@dataclass
-class Robot:
-    schema: bcnp.Schema
-    clock: FakeClock
-    dispatcher: Dispatcher
-    queue: MessageQueue
-    server: TcpServer | UdpServer
-    packets: list[bcnp.PacketView] = field(default_factory=list)
-
+class Robot(ServedRobot):
     def client(self, **kwargs: object) -> Client:
         return Client(self.schema, "127.0.0.1", self.server.port, udp=self.udp, **kwargs)  # type: ignore[arg-type]
 
@@ -50,26 +41,9 @@ class Robot:
             self.clock.advance(self.server.config.idle_timeout + 0.1)
         return not self.server.status().handshaken
 
-    @property
-    def udp(self) -> bool:
-        return isinstance(self.server, UdpServer)
-
 
 def make_robot(schema: bcnp.Schema, udp: bool, capacity: int = 70_000) -> Robot:
-    clock = FakeClock()
-    dispatcher = Dispatcher(schema)
-    queue = MessageQueue(MessageQueueConfig(capacity=capacity))
-    cls = UdpServer if udp else TcpServer
-    server = cls(dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=clock)
-    robot = Robot(schema, clock, dispatcher, queue, server)
-
-    def handle(packet: bcnp.PacketView, now: float) -> None:
-        robot.packets.append(packet)
-        queue.handle_packet(packet, now)
-
-    dispatcher.register("DriveCmd", handle)
-    server.start()
-    return robot
+    return serve_robot(schema, UdpServer if udp else TcpServer, Robot, capacity=capacity)
 
 
 @pytest.fixture(params=["tcp", "udp"])

@@ -9,30 +9,17 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
-from support import FakeClock, open_fds, peer_closed, recv_exactly, wait_until
+from support import ServedRobot, drive_packet, open_fds, peer_closed, recv_exactly, serve_robot, wait_until
 
 import bcnp
-from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, encode_handshake, encode_packet
+from bcnp import Dispatcher, encode_handshake, encode_packet
 from bcnp.connection import Connection
 from bcnp.transport import ControllerSlot, TcpServer, TransportConfig, UdpServer
 
 
-@dataclass
-class Robot:
-    schema: bcnp.Schema
-    clock: FakeClock
-    dispatcher: Dispatcher
-    queue: MessageQueue
-    server: TcpServer
-    packets: list[bcnp.PacketView] = field(default_factory=list)
-
-    @property
-    def addr(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.server.port)
-
+class Robot(ServedRobot):
     def connect(self, handshake: bool = True) -> socket.socket:
         sock = socket.create_connection(self.addr, timeout=5)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -44,20 +31,7 @@ class Robot:
 
 
 def make_robot(schema: bcnp.Schema, **config: object) -> Robot:
-    clock = FakeClock()
-    dispatcher = Dispatcher(schema)
-    queue = MessageQueue(MessageQueueConfig(capacity=70_000))
-    robot = Robot(schema, clock, dispatcher, queue, None)  # type: ignore[arg-type]
-
-    def handle(packet: bcnp.PacketView, now: float) -> None:
-        robot.packets.append(packet)
-        queue.handle_packet(packet, now)
-
-    dispatcher.register("DriveCmd", handle)
-    cfg = TransportConfig(host="127.0.0.1", port=0, **config)  # type: ignore[arg-type]
-    robot.server = TcpServer(dispatcher, cfg, clock=clock)
-    robot.server.start()
-    return robot
+    return serve_robot(schema, TcpServer, Robot, **config)
 
 
 @pytest.fixture
@@ -65,11 +39,6 @@ def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     r = make_robot(schema)
     yield r
     r.server.close()
-
-
-def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0, vx: float = 0.5) -> bytes:
-    drive = schema["DriveCmd"]
-    return encode_packet(drive, [drive(vx=vx, omega=0.25, durationMs=20 + i) for i in range(n)], flags)
 
 
 # -- handshake gate -------------------------------------------------------------------

@@ -7,29 +7,16 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
-from support import FakeClock, open_fds, wait_until
+from support import ServedRobot, drive_packet, open_fds, serve_robot, wait_until
 
 import bcnp
-from bcnp import Dispatcher, MessageQueue, MessageQueueConfig, encode_handshake, encode_packet
+from bcnp import Dispatcher, encode_handshake, encode_packet
 from bcnp.transport import MAX_DATAGRAM, TransportConfig, UdpServer
 
 
-@dataclass
-class Robot:
-    schema: bcnp.Schema
-    clock: FakeClock
-    dispatcher: Dispatcher
-    queue: MessageQueue
-    server: UdpServer
-    packets: list[bcnp.PacketView] = field(default_factory=list)
-
-    @property
-    def addr(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.server.port)
-
+class Robot(ServedRobot):
     def peer(self) -> socket.socket:
         """A UDP socket on its own port, aimed at the robot."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -46,19 +33,7 @@ class Robot:
 
 
 def make_robot(schema: bcnp.Schema, **config: object) -> Robot:
-    clock = FakeClock()
-    dispatcher = Dispatcher(schema)
-    queue = MessageQueue(MessageQueueConfig(capacity=70_000))
-    cfg = TransportConfig(host="127.0.0.1", port=0, **config)  # type: ignore[arg-type]
-    robot = Robot(schema, clock, dispatcher, queue, UdpServer(dispatcher, cfg, clock=clock))
-
-    def handle(packet: bcnp.PacketView, now: float) -> None:
-        robot.packets.append(packet)
-        queue.handle_packet(packet, now)
-
-    dispatcher.register("DriveCmd", handle)
-    robot.server.start()
-    return robot
+    return serve_robot(schema, UdpServer, Robot, **config)
 
 
 @pytest.fixture
@@ -66,11 +41,6 @@ def robot(schema: bcnp.Schema) -> Iterator[Robot]:
     r = make_robot(schema)
     yield r
     r.server.close()
-
-
-def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0) -> bytes:
-    drive = schema["DriveCmd"]
-    return encode_packet(drive, [drive(vx=0.5, omega=0.25, durationMs=20 + i) for i in range(n)], flags)
 
 
 def test_handshake_pairs_locks_and_is_answered(robot: Robot) -> None:
