@@ -209,7 +209,7 @@ class BcnpRecorder:
         # are read apart: a departure can show by its peer going one tick and by its count
         # the next, or the other way round. Either way it is recorded once.
         if (counted and not watch.left_uncounted) or left:
-            # "ip:port: why" (link lost, idle, closed or reset by the peer, the server closed).
+            # "ip:port: why" (link lost, idle, closed or reset by the peer, the server stopped).
             self._controller.append(f"disconnected {kind} {server.last_drop}")
         if counters.controllers != watch.controllers:
             remote = server.remote_hash

@@ -307,7 +307,7 @@ class TcpServer(ServerBase):
                 self._controller = None
                 controller.sock.close()
 
-            self._end_controller("the server closed", close_socket=close_socket)
+            self._end_controller("the server stopped", close_socket=close_socket)
         self._sel.close()
         self._listener.close()
 

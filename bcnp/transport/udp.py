@@ -200,7 +200,7 @@ class UdpServer(ServerBase):
 
     def _close_all(self) -> None:
         if self._peer is not None:
-            self._end_controller("the server closed", close_socket=self._drop_queued)
+            self._end_controller("the server stopped", close_socket=self._drop_queued)
         self._sel.close()
         with self._send_lock:
             self._sock.close()
