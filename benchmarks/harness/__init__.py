@@ -10,5 +10,13 @@ these, and nothing of another benchmark.
 * :mod:`.rig`: the fault proxy in front of a robot, the hosts through it, and driving a path
   open or closed loop;
 * :mod:`.sender`: the periodic sender (a host thread that sends on a period or at full rate);
-* :mod:`.truth`: the simulator's true pose, a drive watched through it, and path geometry.
+* :mod:`.truth`: the simulator's true pose, a drive watched through it, and path geometry;
+* :mod:`.inprocess`: the robot program stepped tick by tick in this process (tick_cost,
+  tick_instructions);
+* :mod:`.callgrind`: Callgrind's client requests, for the instruction counts;
+* :mod:`.workloads`: the codec benchmarks' random DriveCmds and chunked streams.
+
+``benchmarks/report.py`` holds what the benchmarks share to report (JSON, the output
+arguments, progress and failure lines); tests/test_architecture.py checks that nothing else
+of a benchmark is imported elsewhere.
 """
