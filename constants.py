@@ -35,9 +35,10 @@ LEFT_MOTOR_PWM = 0
 RIGHT_MOTOR_PWM = 1  # mounted mirrored: inverted in code
 LEFT_ENCODER_DIO = (0, 1)
 RIGHT_ENCODER_DIO = (2, 3)
-#: Both encoders must count up when the robot drives forward; flip this if the
-#: right one (mounted mirrored) counts down on your robot.
-RIGHT_ENCODER_REVERSED = False
+#: Both encoders must count up when the robot drives forward. The right one sits on the
+#: mirrored gearbox, so it counts down unless reversed here; flip this if yours counts down
+#: (the pre-flight check says so).
+RIGHT_ENCODER_REVERSED = True
 GYRO_ANALOG = 0
 DRIVER_CONTROLLER_PORT = 0  # Xbox controller, driver station USB slot
 
@@ -66,15 +67,24 @@ SPARKMAX_ENCODER_CPR = 42
 #: Motor turns to metres at the wheel, and motor RPM to m/s at the wheel.
 SPARKMAX_POSITION_FACTOR_M_PER_ROT = math.pi * WHEEL_DIAMETER_M / GEAR_RATIO
 SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
-#: The wheel-speed feedback in the controllers' closed loop, slot 0, in their units: P in
-#: fraction of full output per m/s of error, I in fraction of full output per metre of
-#: accumulated error (m/s x s, as REVLib's simulation integrates it; check on the robot on
-#: blocks: a firmware that sums every 1 ms loop without the period would make it far
-#: stronger), the accumulated integral bounded to SPARKMAX_WHEEL_I_MAX_ACCUM (fraction of full
-#: output). The same gains as the kitbot's, over 12 V. The feedforward is the roboRIO's (DRIVE_K*).
+#: The wheel-speed feedback in the controllers' own closed loop (slot 0), in the firmware's
+#: units (REV, "Closed Loop Control": the loop runs every 1 ms on the measurement after the
+#: conversion factor, here m/s): P in duty cycle (1 = full output) per m/s of error; I in duty
+#: cycle per (m/s x ms), added to the accumulator on every 1 ms loop, which is bounded to
+#: SPARKMAX_WHEEL_I_MAX_ACCUM (duty cycle). The kitbot's gains over 12 V: P 3 V per m/s,
+#: I 20 V per metre behind (20 / 12 / 1000 per m/s x ms), at most 4 V.
 SPARKMAX_WHEEL_KP = 0.25
-SPARKMAX_WHEEL_KI = 1.67
+SPARKMAX_WHEEL_KI = 20.0 / 12.0 / 1000.0
 SPARKMAX_WHEEL_I_MAX_ACCUM = 0.33
+#: The controllers' velocity measurement (REVLib EncoderConfig): the count change over this
+#: many ms, averaged over the last this-many samples (one per ms; a NEO's hall sensor: 8-64 ms
+#: and 1, 2, 4 or 8). Its delay is period / 2 + (depth - 1) / 2 ms, as SysId counts it: 16 ms
+#: and 4 give 9.5 ms, where REV's defaults (100 ms, 64; NEO 32 ms, 8) give 81.5 ms (NEO 112 ms).
+SPARKMAX_VELOCITY_PERIOD_MS = 16
+SPARKMAX_VELOCITY_AVERAGE_DEPTH = 4
+#: Each controller's current limit (A): the SPARK MAX's continuous output rating (REV's spec
+#: table, 60 A). A NEO's is REVLib's smart limit; a brushed motor's the secondary (hard) one.
+SPARKMAX_CURRENT_LIMIT_A = 60
 #: The gyro: "adis16470" (an ADIS16470 IMU on the roboRIO's onboard SPI port: it holds the
 #: commanded turn rate), "analog" (an analog gyro on GYRO_ANALOG), or None (no gyro: the
 #: wheels give the heading and the turn rate, as on the reference robot).
@@ -92,12 +102,6 @@ MAX_ALPHA_RADPS2: float | None = 6.0
 
 # -- drive loops: wheel speeds and turn rate ------------------------------------------------------
 
-#: "tracking": WPILib's feedforward (kS, kV, kA) and PI feedback on each wheel's speed, and the
-#: turn-rate loop on the gyro; "legacy": the loops before them (feedforward kV and P only, no
-#: gyro loop), kept so the comparison can be re-run (benchmarks/on_target.py). The
-#: BCNP_DRIVE_LOOPS environment variable overrides it.
-DRIVE_LOOPS = "tracking"
-DRIVE_LOOPS_ENV = "BCNP_DRIVE_LOOPS"
 #: One side's feedforward, both wirings: volts to overcome friction (kS), per m/s (kV) and per
 #: m/s^2 (kA). These are the kit-of-parts model's (physics.py: dual CIM, 10.71:1, 60 lb);
 #: characterise a real robot with SysId (the "SysId" autonomous modes, docs/robot.md) and
@@ -126,11 +130,6 @@ TURN_MAX_ERROR_RAD = 0.3
 GYRO_SILENT_S = 0.06
 GYRO_STILL_RADPS = 0.1
 GYRO_TRUST_AGAIN_S = 0.5
-#: The legacy loops' P: the kitbot's in volts per m/s, the SPARK MAX's in fraction of full
-#: output per m/s (as they were: P 2.0 V and 0.1).
-LEGACY_WHEEL_KP_V_PER_MPS = 2.0
-LEGACY_SPARKMAX_WHEEL_KP = 0.1
-
 # -- teleop -------------------------------------------------------------------------------------
 
 JOYSTICK_DEADBAND = 0.1
@@ -197,31 +196,10 @@ SYSID_RAMP_V_PER_S = 1.0
 SYSID_STEP_V = 7.0
 SYSID_TIMEOUT_S = 10.0
 
-#: Simulation only: "1" starts in autonomous, enabled; "0" disabled; unset (or anything
-#: else): a headless sim (``--nogui``, no button to press) starts in autonomous, enabled,
-#: and the GUI sim disabled.
-SIM_AUTONOMOUS_ENV = "BCNP_SIM_AUTONOMOUS"
-
-
-def sim_starts_autonomous(env: dict[str, str] | os._Environ[str], argv: list[str]) -> bool:
-    """Whether the simulated driver station starts in autonomous, enabled (see ``SIM_AUTONOMOUS_ENV``)."""
-    setting = env.get(SIM_AUTONOMOUS_ENV, "").strip()
-    if setting in ("0", "1"):
-        return setting == "1"
-    return "--nogui" in argv
-
 
 def drivetrain_wiring() -> str:
     """The drivetrain wiring: ``BCNP_DRIVETRAIN`` from the environment, else ``DRIVETRAIN``."""
     return os.environ.get(DRIVETRAIN_ENV, "").strip().lower() or DRIVETRAIN
-
-
-def drive_loops() -> str:
-    """The drive loops: ``BCNP_DRIVE_LOOPS`` from the environment, else ``DRIVE_LOOPS``."""
-    loops = os.environ.get(DRIVE_LOOPS_ENV, "").strip().lower() or DRIVE_LOOPS
-    if loops not in ("tracking", "legacy"):
-        raise ValueError(f"{DRIVE_LOOPS_ENV}={loops!r}: expected 'tracking' or 'legacy'")
-    return loops
 
 
 def bcnp_port() -> int:

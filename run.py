@@ -106,11 +106,11 @@ def sim_command(project: Path, python: str, args: list[str]) -> tuple[Path, list
 def sim_environment(args: list[str], env: dict[str, str]) -> dict[str, str]:
     """The sim's environment: headless (``--nogui``), it starts in autonomous, enabled,
     unless the caller's environment says otherwise."""
-    from constants import SIM_AUTONOMOUS_ENV  # stdlib only: importable before any install
+    from sim.settings import AUTONOMOUS  # stdlib only: importable before any install
 
     env = dict(env)
     if "--nogui" in args:
-        env.setdefault(SIM_AUTONOMOUS_ENV, "1")
+        env.setdefault(AUTONOMOUS, "1")
     return env
 
 

@@ -169,13 +169,12 @@ class Drivetrain:
         self.inputs = DrivetrainInputs()
         self.io.update_inputs(self.inputs)
         inputs = self.inputs
-        #: The turn-rate loop: with a gyro, and not with the legacy loops.
+        #: The turn-rate loop: with a gyro.
         self.turn: TurnRateLoop | None = None
         self.gyro_watch: GyroWatch | None = None
         if inputs.heading is not None:
             self.gyro_watch = GyroWatch(self.period)
-            if constants.drive_loops() != "legacy":
-                self.turn = TurnRateLoop(self.period)
+            self.turn = TurnRateLoop(self.period)
         self.gyro_alert = wpilib.Alert(
             "Drivetrain",
             "Gyro not answering: the turn rate is the wheels' alone",
@@ -265,6 +264,13 @@ class Drivetrain:
             return
         omega = self._omega
         turn = self.turn
+        if not self._vx and not omega and self._ref == (0.0, 0.0):
+            # At rest and to stay there: neutral (the idle mode holds it), not loops hunting
+            # on sensor noise.
+            self.io.stop()
+            if turn is not None:
+                turn.reset()
+            return
         if turn is not None:
             if self.gyro_watch is not None and self.gyro_watch.ok:
                 omega += turn.update(omega, self._gyro_radians)

@@ -19,9 +19,7 @@ The drivetrain hands each side two speeds a tick: where the wheel should be
 now and where at the next tick. The feedforward drives from one to the other;
 the feedback corrects the wheel toward where it should be, and its integral
 holds the wheel's speed (so its distance) against a weak side, a sagging
-battery or more mass. ``constants.DRIVE_LOOPS = "legacy"`` builds the loops
-as they were before (feedforward kV and P only: no kS, kA or integral), kept
-so that ``benchmarks/on_target.py`` can compare the two.
+battery or more mass.
 
 ``constants.DRIVETRAIN`` picks one (``BCNP_DRIVETRAIN`` overrides it):
 :func:`make_io`. ``physics.py`` has the simulation side of each.
@@ -141,10 +139,9 @@ class KitbotIO(DrivetrainIO):
             encoder.reset()
 
         self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
-        self.legacy = constants.drive_loops() == "legacy"
         self.feedforward = wheel_feedforward()
-        self.left_pid = _wheel_pid(self.legacy)
-        self.right_pid = _wheel_pid(self.legacy)
+        self.left_pid = _wheel_pid()
+        self.right_pid = _wheel_pid()
         self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
         self._driven = True  # the motors may be running: the next stop() disables them
 
@@ -154,16 +151,10 @@ class KitbotIO(DrivetrainIO):
         self._driven = True  # first: a side set before an error must still be stopped
         battery = wpilib.RobotController.getBatteryVoltage()
         feedforward = self.feedforward
-        if self.legacy:  # kV only, P on where the wheel should be next tick
-            left = feedforward.calculate(left_next) + self.left_pid.calculate(self._left_rate, left_next)
-            right = feedforward.calculate(right_next) + self.right_pid.calculate(self._right_rate, right_next)
-        else:
-            left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(
-                self._left_rate, left_mps
-            )
-            right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
-                self._right_rate, right_mps
-            )
+        left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
+        right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
+            self._right_rate, right_mps
+        )
         self.left_motor.setVoltage(max(-battery, min(battery, left)))
         self.right_motor.setVoltage(max(-battery, min(battery, right)))
         self.watchdog.feed()
@@ -205,9 +196,7 @@ class KitbotIO(DrivetrainIO):
 
 def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     """WPILib's feedforward for one side from SysId's kS, kV, kA (``constants.DRIVE_K*``) at the
-    loop's period; the legacy loops' is kV alone (they never used kS, nor kA at a steady speed)."""
-    if constants.drive_loops() == "legacy":
-        return SimpleMotorFeedforwardMeters(0.0, constants.DRIVE_KV_V_PER_MPS, 0.0, constants.LOOP_PERIOD_S)
+    loop's period."""
     return SimpleMotorFeedforwardMeters(
         constants.DRIVE_KS_V,
         constants.DRIVE_KV_V_PER_MPS,
@@ -216,11 +205,9 @@ def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     )
 
 
-def _wheel_pid(legacy: bool) -> PIDController:
+def _wheel_pid() -> PIDController:
     """The kitbot's wheel-speed feedback, in volts per m/s of error: PI, its integral's share
-    of the output bounded (``WHEEL_I_LIMIT_V``); the legacy loops' P alone."""
-    if legacy:
-        return PIDController(constants.LEGACY_WHEEL_KP_V_PER_MPS, 0.0, 0.0, constants.LOOP_PERIOD_S)
+    of the output bounded (``WHEEL_I_LIMIT_V``)."""
     pid = PIDController(
         constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S
     )
@@ -279,7 +266,6 @@ class SparkMaxIO(DrivetrainIO):
             if constants.SPARKMAX_BRUSHLESS
             else rev.SparkLowLevel.MotorType.kBrushed
         )
-        self.legacy = constants.drive_loops() == "legacy"
         self.left_leader = rev.SparkMax(constants.SPARKMAX_LEFT_LEADER_CAN, motor_type)
         self.left_follower = rev.SparkMax(constants.SPARKMAX_LEFT_FOLLOWER_CAN, motor_type)
         self.right_leader = rev.SparkMax(constants.SPARKMAX_RIGHT_LEADER_CAN, motor_type)
@@ -290,7 +276,7 @@ class SparkMaxIO(DrivetrainIO):
             (self.left_leader, self.left_follower, False),
             (self.right_leader, self.right_follower, constants.SPARKMAX_RIGHT_INVERTED),
         ):
-            self._configure(leader, _leader_config(inverted, self.legacy))
+            self._configure(leader, _leader_config(inverted))
             self._configure(follower, _follower_config(leader))
         self.left_encoder = self.left_leader.getEncoder()
         self.right_encoder = self.right_leader.getEncoder()
@@ -314,22 +300,13 @@ class SparkMaxIO(DrivetrainIO):
         self, left_mps: float, right_mps: float, left_next: float, right_next: float
     ) -> None:
         self._driven = True
-        velocity = self._velocity
-        if self.legacy:  # kV and P in the controller, on where the wheel should be next tick
-            self.left_loop.setSetpoint(left_next, velocity)
-            self.right_loop.setSetpoint(right_next, velocity)
-        else:
-            feedforward, slot, volts = self.feedforward, self._slot, self._volts
-            self.left_loop.setSetpoint(
-                (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
-            )
-            self.right_loop.setSetpoint(
-                (right_mps + right_next) / 2,
-                velocity,
-                slot,
-                feedforward.calculate(right_mps, right_next),
-                volts,
-            )
+        velocity, feedforward, slot, volts = self._velocity, self.feedforward, self._slot, self._volts
+        self.left_loop.setSetpoint(
+            (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
+        )
+        self.right_loop.setSetpoint(
+            (right_mps + right_next) / 2, velocity, slot, feedforward.calculate(right_mps, right_next), volts
+        )
         self.watchdog.feed()
 
     def set_voltages(self, left_v: float, right_v: float) -> None:
@@ -387,25 +364,37 @@ def _spark_max_gyro(kind: str | None) -> wpilib.AnalogGyro | wpilib.ADIS16470_IM
     raise ValueError(f"unknown SPARKMAX_GYRO {kind!r}: one of {', '.join(map(repr, SPARKMAX_GYROS))}")
 
 
-def _leader_config(inverted: bool, legacy: bool) -> rev.SparkMaxConfig:
+def _leader_config(inverted: bool) -> rev.SparkMaxConfig:
     import rev
 
     config = rev.SparkMaxConfig()
     config.inverted(inverted)
     config.setIdleMode(rev.SparkBaseConfig.IdleMode.kBrake)
-    config.encoder.positionConversionFactor(constants.SPARKMAX_POSITION_FACTOR_M_PER_ROT)
-    config.encoder.velocityConversionFactor(constants.SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM)
-    if not constants.SPARKMAX_BRUSHLESS:
-        # A brushed motor's encoder is wired to the controller's data port: tell it the resolution.
-        config.encoder.countsPerRevolution(constants.SPARKMAX_ENCODER_CPR)
+    _limit_current(config)
+    encoder = config.encoder
+    encoder.positionConversionFactor(constants.SPARKMAX_POSITION_FACTOR_M_PER_ROT)
+    encoder.velocityConversionFactor(constants.SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM)
+    if constants.SPARKMAX_BRUSHLESS:  # the NEO's hall sensor
+        encoder.uvwMeasurementPeriod(constants.SPARKMAX_VELOCITY_PERIOD_MS)
+        encoder.uvwAverageDepth(constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH)
+    else:  # a brushed motor's encoder on the controller's data port: its resolution and filter
+        encoder.countsPerRevolution(constants.SPARKMAX_ENCODER_CPR)
+        encoder.quadratureMeasurementPeriod(constants.SPARKMAX_VELOCITY_PERIOD_MS)
+        encoder.quadratureAverageDepth(constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH)
     config.closedLoop.setFeedbackSensor(rev.FeedbackSensor.kPrimaryEncoder)
-    if legacy:  # P and the feedforward's kV in the controller
-        config.closedLoop.pid(constants.LEGACY_SPARKMAX_WHEEL_KP, 0.0, 0.0)
-        config.closedLoop.feedForward.kV(constants.DRIVE_KV_V_PER_MPS)
-    else:  # P and I here; the feedforward comes from the roboRIO with every setpoint
-        config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
-        config.closedLoop.IMaxAccum(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
+    # P and I here, in the firmware's units; the feedforward comes from the roboRIO with every setpoint.
+    config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
+    config.closedLoop.IMaxAccum(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
     return config
+
+
+def _limit_current(config: rev.SparkMaxConfig) -> None:
+    """The current limit for the motor type (``SPARKMAX_CURRENT_LIMIT_A``): REVLib's smart limit
+    for a NEO; a brushed motor gets the secondary (hard) limit, the only one REVLib applies to it."""
+    if constants.SPARKMAX_BRUSHLESS:
+        config.smartCurrentLimit(constants.SPARKMAX_CURRENT_LIMIT_A)
+    else:
+        config.secondaryCurrentLimit(constants.SPARKMAX_CURRENT_LIMIT_A)
 
 
 def _follower_config(leader: rev.SparkMax) -> rev.SparkMaxConfig:
@@ -414,6 +403,7 @@ def _follower_config(leader: rev.SparkMax) -> rev.SparkMaxConfig:
     config = rev.SparkMaxConfig()
     config.follow(leader)
     config.setIdleMode(rev.SparkBaseConfig.IdleMode.kBrake)
+    _limit_current(config)
     return config
 
 

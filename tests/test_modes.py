@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import constants
 from bcnp.host.robotmode import mode_line
+from sim import settings as sim_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def test_the_line_says_why_commands_do_not_drive_and_when_they_do_again() -> Non
 def test_which_simulators_start_ready_to_be_driven(
     env: dict[str, str], argv: list[str], starts: bool
 ) -> None:
-    assert constants.sim_starts_autonomous(env, argv) is starts
+    assert sim_settings.read(env).starts_autonomous(argv) is starts
 
 
 def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from bcnp.paths import (
 from bcnp.paths.choreo import load_choreo
 from bcnp.paths.pathplanner import load_pathplanner
 from benchmarks.harness.truth import arcs
+from sim import settings
 
 PATHS = constants.AUTO_PATHS_DIR
 PATHPLANNER = PATHS / "s_curve.path"
@@ -256,7 +257,7 @@ def test_a_planner_file_is_planned_only_when_its_mode_is_wanted(control, robot) 
 
 @pytest.fixture
 def weak_right(monkeypatch: pytest.MonkeyPatch) -> float:
-    monkeypatch.setenv(physics.RIGHT_SCALE_ENV, "0.85")
+    monkeypatch.setenv(settings.RIGHT_SCALE, "0.85")
     return 0.85
 
 
@@ -274,7 +275,7 @@ def test_follow_and_the_robots_own_loops_make_up_a_weak_side(weak_right: float, 
     assert result.final_error <= 0.03 and result.reference_time == pytest.approx(trajectory.total)
 
     # the same robot, open loop, from where it stands now: its wheel loops make up the weak
-    # side themselves (the legacy loops, BCNP_DRIVE_LOOPS=legacy, missed by over 0.3 m here)
+    # side themselves
     start = truth()
     with sim.connect() as host:
         replay = Replay(host, load_path(file, LIMITS), clock=now, sleep=stepper(sim, host))  # type: ignore[arg-type]
@@ -285,15 +286,6 @@ def test_follow_and_the_robots_own_loops_make_up_a_weak_side(weak_right: float, 
     c, s = math.cos(start[2]), math.sin(start[2])
     want = (start[0] + c * moved.x - s * moved.y, start[1] + s * moved.x + c * moved.y)
     assert math.hypot(x - want[0], y - want[1]) < 0.12
-
-
-def test_physics_refuses_a_bad_right_scale(monkeypatch: pytest.MonkeyPatch) -> None:
-    for text in ("0", "1.5", "fast"):
-        monkeypatch.setenv(physics.RIGHT_SCALE_ENV, text)
-        with pytest.raises(ValueError, match=physics.RIGHT_SCALE_ENV):
-            physics.right_scale()
-    monkeypatch.setenv(physics.RIGHT_SCALE_ENV, "0.9")
-    assert physics.right_scale() == 0.9
 
 
 def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -> None:

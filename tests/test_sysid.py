@@ -29,6 +29,7 @@ from wpiutil.log import DataLogReader
 import constants
 import physics
 from autonomous import sysid
+from sim import chassis, kitbot, settings
 
 #: The simulated drivetrain's rolling friction per side (volts): the kS to find.
 FRICTION_V = 0.5
@@ -55,7 +56,7 @@ MOTION_THRESHOLD_MPS = 0.1
 
 @pytest.fixture
 def friction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(physics.DISTURBANCE_ENV["friction_v"], str(FRICTION_V))
+    monkeypatch.setenv(settings.FRICTION_V, str(FRICTION_V))
 
 
 @pytest.fixture
@@ -175,16 +176,27 @@ def simulated_gains() -> Gains:
     """The simulated drivetrain's own, driven straight (the same voltage both sides): WPILib's
     drivetrain model that physics.py builds (``DifferentialDrivetrainSim``), and its friction."""
     plant = LinearSystemId.drivetrainVelocitySystem(
-        physics.drive_motors(),
-        physics.KITBOT_MASS_KG,
+        chassis.gearbox(physics.drive_motor(), 2),
+        chassis.KITBOT_MASS_KG,
         constants.WHEEL_DIAMETER_M / 2,
         constants.TRACK_WIDTH_M / 2,
-        physics.KITBOT_MOI_KG_M2,
+        chassis.KITBOT_MOI_KG_M2,
         constants.GEAR_RATIO,
     )
     a, b = plant.A(), plant.B()
     # dv/dt = (A00 + A01) v + (B00 + B01) V on both sides: V = kV v + kA dv/dt.
     return Gains(ks=FRICTION_V, kv=-(a[0, 0] + a[0, 1]) / (b[0, 0] + b[0, 1]), ka=1 / (b[0, 0] + b[0, 1]))
+
+
+def through_pwm_deadband(gains: Gains) -> Gains:
+    """What a fit finds through a PWM controller's deadband: WPILib sends duty d as
+    1500 + 503 d us; the controller drives (pulse - 1500 - deadband) / (500 - deadband) of the
+    bus beyond its deadband, so the voltage asked for is ``scale`` times the one applied plus
+    a share of the bus (12 V here): a higher kS, a slightly lower kV and kA."""
+    deadband, full = kitbot.PWM_DEADBAND_US, kitbot.PWM_FULL_US
+    scale = (full - deadband) / kitbot.WPILIB_FULL_SCALE_US
+    offset = deadband / kitbot.WPILIB_FULL_SCALE_US * 12.0
+    return Gains(ks=scale * gains.ks + offset, kv=scale * gains.kv, ka=scale * gains.ka)
 
 
 # -- the tests ------------------------------------------------------------------------------------------
@@ -214,18 +226,24 @@ def test_the_four_tests_find_the_simulated_drivetrains_feedforward(sim: Sim) -> 
             assert sign * run[-1].velocity > 1.0 and sign * (run[-1].position - run[0].position) > 1.0
 
     truth = simulated_gains()
+    if sim.drivetrain.io.wiring == "kitbot":
+        truth = through_pwm_deadband(truth)
     for motor in sysid.MOTORS:
         gains = fit([run for test in TESTS for run in routine.runs[test][motor]])
         assert gains.ks == pytest.approx(truth.ks, rel=0.1), motor
         assert gains.kv == pytest.approx(truth.kv, rel=0.1), motor
-        assert gains.ka == pytest.approx(truth.ka, rel=0.1), motor
+        # The SPARK MAX's velocity arrives late (its filter, then a CAN frame every 20 ms),
+        # which biases the fit's kA as it does SysId's on a robot.
+        assert gains.ka == pytest.approx(
+            truth.ka, rel=0.1 if sim.drivetrain.io.wiring == "kitbot" else 0.2
+        ), motor
 
 
 def test_disabling_mid_test_stops_the_motors_in_that_tick(sim: Sim) -> None:
     start = mark()
     choose(sim, "SysId: quasistatic forward")
     sim.run(1.5)
-    assert min(sim.drivetrain.wheel_velocities()) > 0.2  # (1.5 V - kS) / kV
+    assert min(sim.drivetrain.wheel_velocities()) > 0.1  # (1.5 V - kS and the PWM deadband) / kV
     sim.tick(enabled=False)
     assert still(sim)  # in that very tick
     routine = read_routine(start, done=1)

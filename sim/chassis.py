@@ -1,0 +1,124 @@
+"""The chassis: WPILib's differential drivetrain model of the kit-of-parts robot, with the
+motors mounted as they are on it and the disturbances that make it differ from the model.
+
+Each side has two motors on one gearbox. What the simulator hands a side is each motor's
+terminal voltage, in the motor's own sense of rotation; the mounting turns that into the
+wheel's: the right gearbox is mirrored, so its motors turn backward for the robot to roll
+forward (and a right-side encoder on the gearbox counts backward). The robot's code must
+invert that side, as on the real robot: the mounting here is never read from
+``constants.py``, so a wrong inversion constant does in the simulator what it does on the
+robot.
+
+Two motors on one gearbox turn at the same speed: their torques add, which is one motor
+pair at the mean of their voltages (brake mode: a motor at 0 V is shorted and brakes). A
+motor idling in coast has its leads open: no current, no torque, which is a terminal
+voltage equal to its back-EMF (speed / Kv, WPILib's ``DCMotor``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import wpimath.system.plant as plant
+from wpilib.simulation import DifferentialDrivetrainSim
+
+from sim.settings import Disturbances
+
+#: WPILib's kit-of-parts chassis (DifferentialDrivetrainSim.createKitbotSim): 60 lb, and a
+#: moment of inertia of the battery (12.5 lb at 10 in) and the gearboxes (2 x 4.8 lb at half
+#: the 26 in track) about the centre.
+_LB, _INCH = 0.45359237, 0.0254
+KITBOT_MASS_KG = 60 * _LB
+KITBOT_MOI_KG_M2 = 12.5 * _LB * (10 * _INCH) ** 2 + (2.8 + 2.0) * _LB * 2 * (26 * _INCH / 2) ** 2
+#: Below this wheel speed (m/s) a side is at rest for the friction model.
+_AT_REST_MPS = 0.02
+#: How each side's motors turn the wheel forward: the right gearbox is mirrored.
+MOTOR_MOUNT = (1, -1)
+
+
+def gearbox(motor: plant.DCMotor, count: int) -> plant.DCMotor:
+    """``count`` of ``motor`` on one gearbox, as WPILib's models take them."""
+    return plant.DCMotor(
+        motor.nominalVoltage, motor.stallTorque, motor.stallCurrent, motor.freeCurrent, motor.freeSpeed, count
+    )
+
+
+def after_friction(volts: float, velocity: float, friction_v: float) -> float:
+    """The voltage left to move a side once rolling friction (``friction_v``) is overcome: a
+    moving side loses ``friction_v`` against its motion; a side at rest stays there until its
+    voltage exceeds it."""
+    if friction_v <= 0.0:
+        return volts
+    if abs(velocity) > _AT_REST_MPS:
+        return volts - math.copysign(friction_v, velocity)
+    if abs(volts) <= friction_v:
+        return 0.0
+    return volts - math.copysign(friction_v, volts)
+
+
+class Chassis:
+    """The drivetrain model: per side, the terminal voltages of its motors in (each motor's own
+    sense), the wheels' positions and speeds out (forward positive)."""
+
+    def __init__(
+        self,
+        motor: plant.DCMotor,
+        motors_per_side: int,
+        gear_ratio: float,
+        wheel_radius_m: float,
+        track_width_m: float,
+        disturbances: Disturbances,
+    ) -> None:
+        self.motor = motor  # one motor
+        self.gear_ratio = gear_ratio
+        self.wheel_radius_m = wheel_radius_m
+        self.disturbances = disturbances
+        #: The track the chassis really turns on (wider with scrub).
+        self.track_m = track_width_m * disturbances.scrub
+        # WPILib's model keeps a reference to the motor pair: it must outlive it.
+        self._pair = gearbox(motor, motors_per_side)
+        self.model = DifferentialDrivetrainSim(
+            self._pair,
+            gear_ratio,
+            KITBOT_MOI_KG_M2 * disturbances.mass_scale,
+            KITBOT_MASS_KG * disturbances.mass_scale,
+            wheel_radius_m,
+            self.track_m,
+        )
+        self._rad_per_m = gear_ratio / wheel_radius_m  # motor rad per metre of wheel travel
+        self._kv = motor.Kv
+
+    def motor_speed(self, side: int) -> float:
+        """A side's motor speed (rad/s, in the motors' own sense)."""
+        wheel = self.model.getLeftVelocity() if side == 0 else self.model.getRightVelocity()
+        return wheel * self._rad_per_m * MOTOR_MOUNT[side]
+
+    def motor_rotations(self, side: int) -> float:
+        """How far a side's motors have turned since the start (rotations, their own sense)."""
+        wheel = self.model.getLeftPosition() if side == 0 else self.model.getRightPosition()
+        return wheel * self._rad_per_m * MOTOR_MOUNT[side] / math.tau
+
+    def wheel_position(self, side: int) -> float:
+        return self.model.getLeftPosition() if side == 0 else self.model.getRightPosition()
+
+    def wheel_velocity(self, side: int) -> float:
+        return self.model.getLeftVelocity() if side == 0 else self.model.getRightVelocity()
+
+    def back_emf(self, side: int) -> float:
+        """The voltage a side's motors generate turning at their speed (their own sense)."""
+        return self.motor_speed(side) / self._kv
+
+    def step(self, left: list[float], right: list[float], dt: float) -> None:
+        """Integrate ``dt`` seconds with each motor's terminal voltage (its own sense)."""
+        model = self.model
+        d = self.disturbances
+        left_v = sum(left) / len(left) * MOTOR_MOUNT[0]
+        right_v = sum(right) / len(right) * MOTOR_MOUNT[1] * d.right_scale
+        model.setInputs(
+            after_friction(left_v, model.getLeftVelocity(), d.friction_v),
+            after_friction(right_v, model.getRightVelocity(), d.friction_v),
+        )
+        model.update(dt)
+
+    def current(self) -> float:
+        return self.model.getCurrentDraw()
