@@ -95,6 +95,12 @@ class TurnRateLoop:
         self.correction = correction
         return correction
 
+    def hold(self) -> None:
+        """The outputs are off for a while (a brownout): the integral stays; the heading to hold
+        starts again from wherever the robot points when they return."""
+        self._target = None
+        self._last_omega = 0.0
+
     def fade_out(self) -> float:
         """No gyro to trust: the correction steps toward 0 by at most the acceleration limit."""
         self._target = None
@@ -155,6 +161,25 @@ class GyroWatch:
         return self.ok
 
 
+class BrownoutWatch:
+    """The roboRIO's brownout as the code sees it: the roboRIO says so, or the battery is below
+    its brownout voltage; then until the battery is back above ``RECOVER_V``, as the roboRIO
+    keeps its outputs off (WPILib, "roboRIO Brownout and Understanding Current Draw")."""
+
+    RECOVER_V = 7.5
+
+    def __init__(self) -> None:
+        self.threshold = wpilib.RobotController.getBrownoutVoltage()
+        self.active = False
+
+    def update(self, battery_v: float) -> bool:
+        if battery_v < self.threshold or wpilib.RobotController.isBrownedOut():
+            self.active = True
+        elif battery_v > self.RECOVER_V:
+            self.active = False
+        return self.active
+
+
 class Drivetrain:
     """Owns the drive decisions; ``io`` owns the hardware. Motor safety stays on: a loop
     that stops calling ``periodic()`` for 100 ms has its motors stopped by WPILib."""
@@ -195,6 +220,7 @@ class Drivetrain:
         self.vx_error = self.omega_error = 0.0
         self._was = (0.0, 0.0)  # the intent of the last tick
         self._gyro_radians = 0.0  # the gyro's heading read this tick (the turn loop's input)
+        self.brownout = BrownoutWatch()
 
     # -- intent -------------------------------------------------------------------------
 
@@ -264,6 +290,15 @@ class Drivetrain:
             return
         omega = self._omega
         turn = self.turn
+        if self.brownout.update(wpilib.RobotController.getBatteryVoltage()):
+            # The outputs are off: no loop integrates what it cannot drive, so none jolts when
+            # they return; the wheel targets go on with the commands.
+            self.io.hold()
+            if turn is not None:
+                turn.hold()
+            wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, omega))
+            self._ref = (wheels.left, wheels.right)
+            return
         if not self._vx and not omega and self._ref == (0.0, 0.0):
             # At rest and to stay there: neutral (the idle mode holds it), not loops hunting
             # on sensor noise.

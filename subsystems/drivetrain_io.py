@@ -91,6 +91,12 @@ class DrivetrainIO(abc.ABC):
     def reset_loops(self) -> None:
         """Clear the wheel-speed loops' integrals (``stop`` does it too)."""
 
+    def hold(self) -> None:
+        """The outputs are off for now (a brownout): the loops hold their integrals, the motor
+        watchdogs stay fed, nothing is driven."""
+        for watchdog in self.watchdogs():
+            watchdog.feed()
+
     @abc.abstractmethod
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
         """Read the sensors into ``inputs``."""
