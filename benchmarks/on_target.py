@@ -2,12 +2,15 @@
 
     python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax] [--disturbance none,weak,scrub,sag,mass,all]
-        [--loops legacy,tracking] [--paths arc-left,arc-right,figure8]
+        [--device ideal,documented] [--delay-ms 0[,50,100,150]] [--paths arc-left,arc-right,figure8]
+        [--modes open,follow]
 
-For each wiring (``BCNP_DRIVETRAIN``) x disturbance (physics.py's
-:class:`~physics.Disturbances`, :data:`DISTURBANCES`) x drive loops
-(``BCNP_DRIVE_LOOPS``: ``legacy``, the loops as they were, or ``tracking``, the
-wheel PI with kS/kV/kA feedforward and the gyro turn-rate loop) it starts one
+For each wiring (``BCNP_DRIVETRAIN``) x disturbance (``sim.settings.Disturbances``,
+:data:`DISTURBANCES`) x device models (``BCNP_SIM_DEVICE``: ``ideal``, exact sensors read at
+once and REVLib's own simulation of the SPARK MAX loop, or ``documented``, the devices as
+their makers document them: the SPARK MAX firmware's loop, REV's velocity filter and CAN
+frames, the FPGA's encoder rate, the PWM deadband, a noisy gyro) x extra velocity delay
+(``BCNP_SIM_VELOCITY_DELAY_MS``, on top of the filters: the delay sweep) it starts one
 headless simulator (:class:`benchmarks.harness.sim.SimRobot`) and drives in it, one
 after the other, pausing between them:
 
@@ -17,11 +20,10 @@ after the other, pausing between them:
 * ``arc-right``: the same turning right;
 * ``figure8``: ``paths/figure8.csv`` (12.6 s);
 
-each open loop (:class:`~bcnp.host.replay.Replay`) and, with the tracking
-loops, closed loop as well (:class:`~bcnp.host.follow.Follower`, ``replay
---follow``) beside it. Open loop measures the robot's own loops: the host only
-streams the commands. The path each is judged against is where the robot's
-limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
+each open loop (:class:`~bcnp.host.replay.Replay`) and closed loop as well
+(:class:`~bcnp.host.follow.Follower`, ``replay --follow``) beside it. Open loop
+measures the robot's own loops: the host only streams the commands. The path each
+is judged against is where the robot's limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
 trajectory ``--follow`` follows too).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
@@ -37,9 +39,9 @@ case could not be driven (a lost link, a simulator that died).
 NetworkTables: each simulator serves it on a port of its own (:class:`SimRobot`'s
 ``nt_port``), where :class:`FieldPose` reads its truth: no other simulator is ever read.
 
-Run time, 2-core VM: about 90 s per (wiring, disturbance) with both loops,
-18 minutes for all 12 (17.9 measured; each case runs in real time).
-``--wiring kitbot --disturbance none,weak`` takes 3 minutes. Writes
+Run time, 2-core VM: about 45 s per (wiring, disturbance, device, delay) with the three
+paths, both modes (each case runs in real time); all 24 at no extra delay take about 18
+minutes. ``--wiring kitbot --disturbance none,weak`` takes 3 minutes. Writes
 ``docs/images/on-target.png`` (end error per case) unless told otherwise:
 pass ``--image`` or ``--no-image`` when re-running a subset.
 """
@@ -63,14 +65,21 @@ from benchmarks.harness.rig import watched_drive
 from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
 from benchmarks.report import add_output_arguments, log, write_json
-from physics import DISTURBANCE_ENV, Disturbances
+from sim import settings as sim_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE = ROOT / "docs" / "images" / "on-target.png"
 FIGURE8 = ROOT / "paths" / "figure8.csv"
 
 WIRINGS = ("kitbot", "sparkmax")
-LOOPS = ("legacy", "tracking")
+DEVICES = sim_settings.DEVICE_MODES[::-1]  # ideal, documented
+#: Each disturbance field's variable.
+DISTURBANCE_ENV = {
+    "right_scale": sim_settings.RIGHT_SCALE,
+    "scrub": sim_settings.SCRUB,
+    "battery_ohms": sim_settings.BATTERY_OHMS,
+    "mass_scale": sim_settings.MASS,
+}
 #: The arcs: top speed, turn rate at it (the curvature is constant), length, and how long
 #: the speed takes to ramp up and down (3.3 m in 4 s).
 ARC_VX_MPS = 1.0
@@ -91,7 +100,7 @@ def arc(turn: float) -> list[PathCommand]:
 
 
 PATHS = ("arc-left", "arc-right", "figure8")
-#: Each disturbance: the Disturbances fields it sets (physics.DISTURBANCE_ENV names their variables).
+#: Each disturbance: the Disturbances fields it sets (DISTURBANCE_ENV names their variables).
 DISTURBANCES: dict[str, dict[str, float]] = {
     "none": {},
     "weak": {"right_scale": 0.85},
@@ -119,16 +128,12 @@ TARGETS: dict[str, tuple[float, float | None]] = {
 MODES = ("open", "follow")
 
 
-def modes_of(loops: str) -> tuple[str, ...]:
-    """Open loop with either loops; --follow beside it with the tracking loops."""
-    return MODES if loops == "tracking" else ("open",)
-
-
 @dataclass
 class Case:
     wiring: str
     disturbance: str
-    loops: str
+    device: str
+    delay_ms: int
     path: str
     mode: str  # "open" or "follow"
     end_m: float = math.nan
@@ -141,11 +146,15 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.wiring} {self.disturbance} {self.loops} {self.path} {self.mode}"
+        return f"{self.wiring} {self.disturbance} {self.device} +{self.delay_ms} ms {self.path} {self.mode}"
 
     @property
     def column(self) -> str:
-        return f"{self.loops} {self.mode}"
+        return f"{self.device} {self.mode}"
+
+    @property
+    def row(self) -> tuple[str, str, int, str]:
+        return (self.wiring, self.disturbance, self.delay_ms, self.path)
 
     def target(self) -> tuple[float, float | None] | None:
         """The targets this case has (open loop on an arc), else None."""
@@ -169,7 +178,8 @@ class Case:
         return {
             "wiring": self.wiring,
             "disturbance": self.disturbance,
-            "loops": self.loops,
+            "device": self.device,
+            "delay_ms": self.delay_ms,
             "path": self.path,
             "mode": self.mode,
             "end_m": round(self.end_m, 4),
@@ -197,12 +207,14 @@ def disturbance_env(disturbance: str) -> dict[str, str]:
     return {DISTURBANCE_ENV[k]: f"{v:g}" for k, v in DISTURBANCES[disturbance].items()}
 
 
-def environment(disturbance: str, loops: str) -> dict[str, str]:
-    """The robot's environment: every disturbance variable set (empty: the model's value),
-    so none leaks in from this process's environment, and the drive loops."""
-    env = {name: "" for name in DISTURBANCE_ENV.values()}
+def environment(disturbance: str, device: str, delay_ms: int) -> dict[str, str]:
+    """The robot's environment: every simulator variable set (empty: the default), so none
+    leaks in from this process's environment, save those the launcher sets itself."""
+    own = (sim_settings.AUTONOMOUS, sim_settings.NT_PORT, sim_settings.AUTO_MODE)
+    env = {name: "" for name in sim_settings.VARIABLES if name not in own}
     env.update(disturbance_env(disturbance))
-    env[constants.DRIVE_LOOPS_ENV] = loops
+    env[sim_settings.DEVICE] = device
+    env[sim_settings.VELOCITY_DELAY_MS] = str(delay_ms)
     return env
 
 
@@ -233,7 +245,8 @@ def run_case(
 def run_combination(
     wiring: str,
     disturbance: str,
-    loops: str,
+    device: str,
+    delay_ms: int,
     cases: Sequence[Case],
     plans: dict[str, tuple[list[PathCommand], Trajectory]],
     limits: DriveLimits,
@@ -242,11 +255,13 @@ def run_combination(
 ) -> None:
     """One simulator for the combination, reused by its cases (in order)."""
     robot = SimRobot(
-        tmp / f"{wiring}-{disturbance}-{loops}", drivetrain=wiring, env=environment(disturbance, loops)
+        tmp / f"{wiring}-{disturbance}-{device}-{delay_ms}",
+        drivetrain=wiring,
+        env=environment(disturbance, device, delay_ms),
     )
     truth: FieldPose | None = None
     try:
-        log(f"starting the headless sim: {wiring}, {disturbance}, {loops} loops ...")
+        log(f"starting the headless sim: {wiring}, {disturbance}, {device} devices, +{delay_ms} ms ...")
         robot.start()
         robot.wait_ticking()
         truth = FieldPose(robot.nt_port)
@@ -285,37 +300,34 @@ def _cell(case: Case | None) -> str:
 
 def columns_of(cases: Sequence[Case]) -> list[str]:
     present = {c.column for c in cases}
-    return [f"{loops} {mode}" for loops in LOOPS for mode in MODES if f"{loops} {mode}" in present]
+    return [f"{device} {mode}" for device in DEVICES for mode in MODES if f"{device} {mode}" in present]
 
 
 def table(cases: Sequence[Case]) -> str:
-    """One row per (wiring, disturbance, path), one column per loops and mode; each cell
-    end (m) / end heading (rad) / largest deviation (m); ✗: an open-loop arc off its target."""
+    """One row per (wiring, disturbance, extra delay, path), one column per device models and
+    mode; each cell end (m) / end heading (rad) / largest deviation (m); ✗: an open-loop arc
+    off its target."""
     columns = columns_of(cases)
     heads = {
-        "legacy open": "legacy loops, open loop",
-        "tracking open": "tracking loops, open loop",
-        "tracking follow": "tracking loops, `--follow`",
+        f"{d} {m}": f"{d} devices, {'open loop' if m == 'open' else '`--follow`'}"
+        for d in DEVICES
+        for m in MODES
     }
     lines = [
-        "| wiring | disturbance | path | " + " | ".join(heads[c] for c in columns) + " |",
-        "|---|---|---|" + "---|" * len(columns),
+        "| wiring | disturbance | extra delay | path | " + " | ".join(heads[c] for c in columns) + " |",
+        "|---|---|---|---|" + "---|" * len(columns),
     ]
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, int, str]] = []
     for c in cases:
-        key = (c.wiring, c.disturbance, c.path)
-        if key not in rows:
-            rows.append(key)
-    for wiring, disturbance, path in rows:
+        if c.row not in rows:
+            rows.append(c.row)
+    for row in rows:
         cells = []
         for column in columns:
-            match = [
-                c
-                for c in cases
-                if (c.wiring, c.disturbance, c.path, c.column) == (wiring, disturbance, path, column)
-            ]
+            match = [c for c in cases if c.row == row and c.column == column]
             cells.append(_cell(match[0] if match else None))
-        lines.append(f"| {wiring} | {disturbance} | {path} | " + " | ".join(cells) + " |")
+        wiring, disturbance, delay_ms, path = row
+        lines.append(f"| {wiring} | {disturbance} | {delay_ms} ms | {path} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -329,7 +341,10 @@ def targets_text() -> str:
 
 def draw(cases: Sequence[Case], output: Path, title: str) -> None:
     """End position error per case: one panel per (path, wiring), a group of bars per
-    disturbance, one bar per loops and mode; the arcs' open-loop targets dashed."""
+    disturbance, one bar per device models and mode; the arcs' open-loop targets dashed. With a
+    delay sweep, the cases at the least extra delay (the table has the rest)."""
+    least = min(c.delay_ms for c in cases)
+    cases = [c for c in cases if c.delay_ms == least]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -340,11 +355,14 @@ def draw(cases: Sequence[Case], output: Path, title: str) -> None:
     paths = [p for p in PATHS if any(c.path == p for c in cases)]
     disturbances = [d for d in DISTURBANCES if any(c.disturbance == d for c in cases)]
     columns = columns_of(cases)
-    colors = {"legacy open": "tab:red", "tracking open": "tab:blue", "tracking follow": "tab:green"}
+    colors = {
+        "ideal open": "tab:gray",
+        "ideal follow": "tab:olive",
+        "documented open": "tab:blue",
+        "documented follow": "tab:green",
+    }
     labels = {
-        "legacy open": "legacy loops, open loop",
-        "tracking open": "tracking loops, open loop",
-        "tracking follow": "tracking loops, --follow",
+        c: f"{c.split()[0]} devices, {'open loop' if c.endswith('open') else '--follow'}" for c in colors
     }
     fig = Figure(figsize=(5.5 * len(wirings) + 1, 3.6 * len(paths) + 0.8), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
@@ -411,10 +429,20 @@ def _choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
     return [a for a in allowed if a in chosen]
 
 
+def _delays(text: str) -> list[int]:
+    try:
+        delays = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        delays = []
+    if not delays or any(not 0 <= d <= 1000 for d in delays):
+        raise argparse.ArgumentTypeError(f"--delay-ms: expected whole ms in 0..1000, got {text!r}")
+    return delays
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="How well the robot drives what it is commanded when the simulated drivetrain "
-        "differs from the model: arcs and the figure-8, legacy against tracking loops, open loop "
+        "differs from the model: arcs and the figure-8, ideal against documented devices, open loop "
         "and --follow.",
     )
     add_output_arguments(parser, IMAGE)
@@ -422,8 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     subsets: dict[str, Sequence[str]] = {
         "--wiring": WIRINGS,
         "--disturbance": list(DISTURBANCES),
-        "--loops": LOOPS,
+        "--device": DEVICES,
         "--paths": PATHS,
+        "--modes": MODES,
     }
     for flag, choices in subsets.items():
         parser.add_argument(
@@ -432,10 +461,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             default=list(choices),
             help=f"comma-separated, of {','.join(choices)} (default all)",
         )
+    parser.add_argument(
+        "--delay-ms",
+        type=_delays,
+        default=[0],
+        help="comma-separated extra velocity delays in ms (BCNP_SIM_VELOCITY_DELAY_MS; default 0)",
+    )
     args = parser.parse_args(argv)
 
     for disturbance in args.disturbance:  # the simulator would refuse a bad value; say so first
-        Disturbances(**DISTURBANCES[disturbance])
+        sim_settings.read(disturbance_env(disturbance))
     limits = DriveLimits.from_constants(constants)
     plans: dict[str, tuple[list[PathCommand], Trajectory]] = {}
     for path in args.paths:
@@ -447,14 +482,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bcnp-on-target-") as tmp:
         for wiring in args.wiring:
             for disturbance in args.disturbance:
-                for loops in args.loops:
-                    mine = [
-                        Case(wiring, disturbance, loops, path, mode)
-                        for path in args.paths
-                        for mode in modes_of(loops)
-                    ]
-                    cases += mine
-                    run_combination(wiring, disturbance, loops, mine, plans, limits, Path(tmp), log)
+                for device in args.device:
+                    for delay_ms in args.delay_ms:
+                        mine = [
+                            Case(wiring, disturbance, device, delay_ms, path, mode)
+                            for path in args.paths
+                            for mode in args.modes
+                        ]
+                        cases += mine
+                        run_combination(
+                            wiring, disturbance, device, delay_ms, mine, plans, limits, Path(tmp), log
+                        )
     seconds = time.monotonic() - began
 
     date = time.strftime("%Y-%m-%d", time.gmtime())

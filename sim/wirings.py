@@ -137,6 +137,11 @@ class SparkMaxDevices:
             leader.measure(chassis.motor_rotations(side), now_s)
 
     def report(self, chassis: Chassis, vbus: float) -> None:
+        for controller in self.controllers:
+            if controller.leader is not None:  # a follower: what it drives, for the code to read
+                controller.sim.setAppliedOutput(controller.duty)
+                controller.sim.setBusVoltage(vbus)
+                controller.sim.setMotorCurrent(abs(controller.current_a))
         for side, leader in enumerate(self.leaders):
             if self.documented:
                 leader.report(vbus)

@@ -138,13 +138,17 @@ class Physics:
         self._plugins = request.config.pluginmanager.get_plugins
 
     @property
-    def drivesim(self):  # type: ignore[no-untyped-def]
+    def engine(self):  # type: ignore[no-untyped-def]
         for plugin in self._plugins():
             if type(plugin).__name__ == "PyFrcPlugin":
                 engine = plugin._physics.engine
                 assert engine is not None, "no physics engine yet: tick first"
-                return engine.drivesim
+                return engine
         raise RuntimeError("pyfrc's plugin is not loaded")
+
+    @property
+    def drivesim(self):  # type: ignore[no-untyped-def]
+        return self.engine.drivesim
 
 
 @pytest.fixture
