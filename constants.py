@@ -71,10 +71,10 @@ SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
 #: units (REV, "Closed Loop Control": the loop runs every 1 ms on the measurement after the
 #: conversion factor, here m/s): P in duty cycle (1 = full output) per m/s of error; I in duty
 #: cycle per (m/s x ms), added to the accumulator on every 1 ms loop, which is bounded to
-#: SPARKMAX_WHEEL_I_MAX_ACCUM (duty cycle). The kitbot's gains over 12 V: P 3 V per m/s,
-#: I 20 V per metre behind (20 / 12 / 1000 per m/s x ms), at most 4 V.
-SPARKMAX_WHEEL_KP = 0.25
-SPARKMAX_WHEEL_KI = 20.0 / 12.0 / 1000.0
+#: SPARKMAX_WHEEL_I_MAX_ACCUM (duty cycle). The kitbot's gains over 12 V: P 2 V per m/s,
+#: I 10 V per metre behind (10 / 12 / 1000 per m/s x ms), at most 4 V.
+SPARKMAX_WHEEL_KP = 2.0 / 12.0
+SPARKMAX_WHEEL_KI = 10.0 / 12.0 / 1000.0
 SPARKMAX_WHEEL_I_MAX_ACCUM = 0.33
 #: The controllers' velocity measurement (REVLib EncoderConfig): the count change over this
 #: many ms, averaged over the last this-many samples (one per ms; a NEO's hall sensor: 8-64 ms
@@ -112,8 +112,8 @@ DRIVE_KA_V_PER_MPS2 = 0.24
 #: The kitbot's wheel-speed feedback on the roboRIO: volts per m/s of error (P) and per metre
 #: of accumulated error (I: the wheel's distance behind where it should be); the integral's
 #: share of the output is bounded to WHEEL_I_LIMIT_V.
-WHEEL_KP_V_PER_MPS = 3.0
-WHEEL_KI_V_PER_M = 20.0
+WHEEL_KP_V_PER_MPS = 2.0
+WHEEL_KI_V_PER_M = 10.0
 WHEEL_I_LIMIT_V = 4.0
 #: The turn-rate loop (a gyro is needed): the commanded turn rates summed give the heading the
 #: robot should have; rad/s of correction per radian it is behind (P) and per radian-second
@@ -130,6 +130,33 @@ TURN_MAX_ERROR_RAD = 0.3
 GYRO_SILENT_S = 0.06
 GYRO_STILL_RADPS = 0.1
 GYRO_TRUST_AGAIN_S = 0.5
+
+# -- interlocks: wrong wiring and failing sensors (subsystems/drive_checks.py) ---------------------
+
+#: The gyro's heading change is compared with the wheels' (from the encoder positions) over this
+#: window: a healthy one turns between GYRO_CHECK_MIN_SHARE and GYRO_CHECK_MAX_SHARE of what the
+#: wheels turn (scrub up to 1.25 gives 0.8), give or take GYRO_CHECK_TOLERANCE_RAD plus
+#: GYRO_CHECK_LAG_S times the change in the wheels' turn rate over the window (a CAN encoder's
+#: position arrives up to a 20 ms status frame late).
+GYRO_CHECK_WINDOW_S = 0.1
+GYRO_CHECK_MIN_SHARE = 0.5
+GYRO_CHECK_MAX_SHARE = 1.25
+GYRO_CHECK_TOLERANCE_RAD = 0.006
+GYRO_CHECK_LAG_S = 0.03
+#: Outside that band this long: the gyro is distrusted (the wheel loops drive alone, Network/Gyro
+#: reads "disagrees with the wheels"); trusted again after agreeing through this much turning.
+GYRO_DISAGREE_S = 0.04
+GYRO_AGREE_AGAIN_S = 1.0
+#: A side runs against its command when the command is beyond DRIVE_CHECK_MIN_COMMAND_MPS one
+#: way, the wheel beyond DRIVE_CHECK_MIN_AGAINST_MPS the other, and the wheel has not closed on
+#: the command by DRIVE_CHECK_CLOSING_MPS over the last DRIVE_CHECK_CLOSING_S; for DRIVE_AGAINST_S,
+#: the drivetrain stops until the next enable (Network/DriveFault says why).
+DRIVE_CHECK_MIN_COMMAND_MPS = 0.1
+DRIVE_CHECK_MIN_AGAINST_MPS = 0.15
+DRIVE_CHECK_CLOSING_MPS = 0.05
+DRIVE_CHECK_CLOSING_S = 0.06
+DRIVE_AGAINST_S = 0.08
+
 # -- teleop -------------------------------------------------------------------------------------
 
 JOYSTICK_DEADBAND = 0.1
@@ -195,6 +222,26 @@ AUTO_PATH_LEAD_S = 1.0
 SYSID_RAMP_V_PER_S = 1.0
 SYSID_STEP_V = 7.0
 SYSID_TIMEOUT_S = 10.0
+#: A SysId test also stops once either wheel has travelled more than this from where the test
+#: began: the dynamic step would otherwise run the kit chassis about 20 m in its 10 s.
+SYSID_MAX_DISTANCE_M = 3.0
+
+# -- pre-flight check (autonomous/preflight.py) ---------------------------------------------------
+
+#: The check drives each side alone, then both, open loop at this voltage for at most
+#: PREFLIGHT_STEP_S, then stops for PREFLIGHT_PAUSE_S so the chassis is at rest before the next
+#: step. A step also ends once either wheel has moved PREFLIGHT_MAX_STEP_M in it.
+PREFLIGHT_VOLTS = 3.0
+PREFLIGHT_STEP_S = 0.5
+PREFLIGHT_PAUSE_S = 0.3
+PREFLIGHT_MAX_STEP_M = 0.3
+#: An encoder counts forward when its side's step moved it at least this far forward.
+PREFLIGHT_MIN_TRAVEL_M = 0.02
+#: A gyro turned when its reading changed by more than this over a one-side step (0.05 rad is
+#: about 3 deg, some 30 times a gyro's noise over a step); less is noise alone: on blocks.
+PREFLIGHT_MIN_TURN_RAD = 0.05
+#: A follower follows when its applied output is within this share of its leader's (and 0.02).
+PREFLIGHT_FOLLOWER_TOLERANCE = 0.2
 
 
 def drivetrain_wiring() -> str:

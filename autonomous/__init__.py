@@ -12,12 +12,13 @@ every command, a host's or a path's, passes the same clamp, acceleration limits
 and stop rules.
 
 A mode that must drive the motors itself (SysId's open-loop voltages,
-``sysid.py``) does it in ``actuate``, through the drivetrain's own calls; robot.py
-calls it each tick of autonomous, after the queue advanced, and it says whether it
-drove. ``record`` follows once the drivetrain has acted. Neither is called outside
-autonomous, so the stop rules hold as for the queue: robot.py stops the drivetrain
-in the very tick the robot is disabled or autonomous ends, and the drivetrain keeps
-the motor watchdog fed while a mode drives it.
+``sysid.py``; the pre-flight check, ``preflight.py``) does it in ``actuate``,
+through the drivetrain's own calls; robot.py calls it each tick of autonomous,
+after the queue advanced, and it says whether it drove. ``record`` follows once
+the drivetrain has acted. Neither is called outside autonomous, so the stop
+rules hold as for the queue: robot.py stops the drivetrain in the very tick the
+robot is disabled or autonomous ends, and the drivetrain keeps the motor
+watchdog fed while a mode drives it.
 
 Only mode classes may carry ``MODE_NAME``, and each is defined in one module:
 a mode class imported into another module would be found twice.
@@ -28,6 +29,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
+
+import wpilib
 
 import constants
 from bcnp.paths import DriveLimits, is_planned, load_path
@@ -73,6 +76,37 @@ class Mode:
     def record(self, drivetrain: Drivetrain, now: float) -> None:
         """Each tick of autonomous once the drivetrain has acted: its sensors read at the tick's
         start and what it was told this tick go together (SysId's log)."""
+
+
+class FieldGuard:
+    """Keeps a drive test (SysId, the pre-flight check) off a competition field: while the
+    driver station is attached to a field's FMS the test must not drive, and says so once
+    per enable (``refuses``: an error ``Alert``, a log line; the caller shows it on its key).
+    A match's autonomous period is the field's, and a test left selected would drive
+    open loop, blind to everything around it."""
+
+    REASON = "the field (FMS) is connected: drive tests run only off the field"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.alert = wpilib.Alert(
+            "Autonomous", f"{name} refused: {self.REASON}", wpilib.Alert.AlertType.kError
+        )
+        self._said = False
+
+    def reset(self) -> None:
+        """A new enable: the refusal is said again if it still holds."""
+        self._said = False
+        self.alert.set(False)
+
+    def refuses(self) -> bool:
+        if not wpilib.DriverStation.isFMSAttached():
+            return False
+        if not self._said:
+            self._said = True
+            self.alert.set(True)
+            log.error("autonomous mode %r refuses to drive: %s", self.name, self.REASON)
+        return True
 
 
 class PathMode(Mode):

@@ -3,8 +3,12 @@
 Each mode applies one voltage to both sides, open loop (``Drivetrain.drive_volts``), as
 WPILib's ``SysIdRoutine`` does with its default configuration: the quasistatic tests ramp
 it up from 0 at ``SYSID_RAMP_V_PER_S``, the dynamic tests step to ``SYSID_STEP_V``, forward
-or reverse. A test stops after ``SYSID_TIMEOUT_S``, or when autonomous ends (disabled,
-teleop), whichever comes first; the robot then stands still until the next one.
+or reverse. A test stops after ``SYSID_TIMEOUT_S``, once either wheel has travelled more than
+``SYSID_MAX_DISTANCE_M`` from where the test began (the dynamic step would otherwise run the
+kit chassis about 20 m), or when autonomous ends (disabled, teleop), whichever comes first;
+the robot then stands still until the next one. With the driver station attached to a
+field's FMS a test refuses to drive at all (:class:`~autonomous.FieldGuard`). Why a test
+ended, or why it never started, is on ``STATUS_KEY`` (so in the data log too).
 
 Each tick of a test the data log gets, through WPILib's ``SysIdRoutineLog`` (routine
 ``LOG_NAME``), the test's state and, for the motors "drive-left" and "drive-right", the
@@ -19,13 +23,14 @@ The queue is left alone: a host's commands are queued and reported but never run
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, ClassVar
 
 import wpilib
 from wpilib.sysid import State, SysIdRoutineLog
 
 import constants
-from autonomous import Mode
+from autonomous import FieldGuard, Mode
 
 if TYPE_CHECKING:
     from subsystems.bcnp_link import BcnpLink
@@ -35,6 +40,10 @@ if TYPE_CHECKING:
 LOG_NAME = "drivetrain"
 #: The motors as SysId lists them, left then right (the drivetrain's order).
 MOTORS = ("drive-left", "drive-right")
+#: SmartDashboard key: the last test's name and what it is doing, or why it ended.
+STATUS_KEY = "SysId/Status"
+
+log = logging.getLogger("autonomous")
 
 
 class SysIdTest(Mode):
@@ -49,7 +58,9 @@ class SysIdTest(Mode):
     def __init__(self, link: BcnpLink) -> None:
         super().__init__(link)
         self.log = SysIdRoutineLog(LOG_NAME)
+        self.guard = FieldGuard(self.MODE_NAME)
         self._start: float | None = None  # when the test's first tick ran
+        self._from: tuple[float, float] = (0.0, 0.0)  # the wheels' positions then
         self._running = False
         self._drove = False  # this tick
 
@@ -62,16 +73,31 @@ class SysIdTest(Mode):
     def on_enable(self) -> None:
         self._start = None
         self._running = True
+        self.guard.reset()
 
     def actuate(self, drivetrain: Drivetrain, now: float) -> bool:
         self._drove = False
         if not self._running:
             return False
+        if self.guard.refuses():
+            self._running = False
+            self._status(f"refused: {FieldGuard.REASON}")
+            return False
+        positions = drivetrain.wheel_positions()
         if self._start is None:
-            self._start = now
+            self._start, self._from = now, positions
+            self._status("running")
         elapsed = now - self._start
         if elapsed >= constants.SYSID_TIMEOUT_S - 1e-9:
-            self._end()
+            self._end(f"ended after {constants.SYSID_TIMEOUT_S:g} s")
+            return False
+        # Either wheel: a side whose encoder reads nothing still has the other's.
+        travelled = max(abs(now_m - from_m) for now_m, from_m in zip(positions, self._from, strict=True))
+        if travelled > constants.SYSID_MAX_DISTANCE_M:
+            self._end(
+                f"ended at the distance cap: a wheel travelled {travelled:.2f} m "
+                f"(SYSID_MAX_DISTANCE_M {constants.SYSID_MAX_DISTANCE_M:g}) in {elapsed:.2f} s"
+            )
             return False
         volts = self.volts(elapsed)
         drivetrain.drive_volts(volts, volts)
@@ -92,12 +118,18 @@ class SysIdTest(Mode):
 
     def on_disable(self) -> None:
         if self._running:
-            self._end()
+            self._end("stopped: autonomous ended" if self._start is not None else "not started")
 
-    def _end(self) -> None:
+    def _end(self, why: str) -> None:
         self._running = False
         self._drove = False
         self.log.recordState(State.kNone)
+        self._status(why)
+
+    def _status(self, text: str) -> None:
+        text = f"{self.MODE_NAME}: {text}"
+        wpilib.SmartDashboard.putString(STATUS_KEY, text)
+        log.info("%s", text)
 
 
 class QuasistaticForward(SysIdTest):

@@ -75,9 +75,12 @@ class SparkMaxFirmware:
         config = spark.configAccessor
         self.inverted = -1 if config.getInverted() else 1
         # A follower drives what its leader drives, inverted or not; anything else is its own.
-        self.leader = leader if spark.isFollower() and leader is not None else None
-        if self.leader is not None and config.getFollowerModeLeaderId() != leader.spark.getDeviceId():
-            self.leader = None
+        following = (
+            leader is not None
+            and spark.isFollower()
+            and config.getFollowerModeLeaderId() == leader.spark.getDeviceId()
+        )
+        self.leader = leader if following else None
         self.follow_sign = -1 if config.getFollowerModeInverted() else 1
         self.brake = config.getIdleMode() == rev.SparkBaseConfig.IdleMode.kBrake
         brushless = spark.getMotorType() == rev.SparkLowLevel.MotorType.kBrushless

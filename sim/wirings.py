@@ -11,7 +11,9 @@ deadband). The mounting (:mod:`sim.chassis`) and the faults apply to both.
 
 from __future__ import annotations
 
+import math
 import random
+from typing import TYPE_CHECKING
 
 import wpimath.system.plant as plant
 
@@ -19,6 +21,14 @@ from sim.chassis import Chassis
 from sim.kitbot import ENCODER_MOUNT, FpgaEncoder, PwmController
 from sim.settings import SimSettings
 from subsystems.drivetrain_io import DrivetrainIO, KitbotIO, SparkMaxIO
+
+if TYPE_CHECKING:
+    import rev
+
+    from sim.sparkmax import SparkMaxFirmware
+
+
+RPM_PER_RAD_S = 60.0 / math.tau
 
 
 class KitbotDevices:
@@ -83,7 +93,7 @@ class SparkMaxDevices:
         right_polarity = -1 if faults.right_reversed else 1
         delay = faults.velocity_delay_s
 
-        def firmware(spark, leader, polarity):  # type: ignore[no-untyped-def]
+        def firmware(spark: rev.SparkMax, leader: SparkMaxFirmware | None, polarity: int) -> SparkMaxFirmware:
             return SparkMaxFirmware(
                 spark, motor, leader=leader, polarity=polarity, velocity_delay_s=delay, rng=rng
             )
@@ -119,11 +129,11 @@ class SparkMaxDevices:
             out.append([c.terminal_volts(vbus, back_emf) for c in controllers])
         return out[0], out[1]
 
-    def _ideal(self, leader, chassis: Chassis, side: int, vbus: float, enabled: bool) -> None:  # type: ignore[no-untyped-def]
+    def _ideal(
+        self, leader: SparkMaxFirmware, chassis: Chassis, side: int, vbus: float, enabled: bool
+    ) -> None:
         """REVLib's own simulation of the leader's loop, on the exact wheel speed."""
-        velocity = (
-            chassis.motor_speed(side) / 6.283185307179586 * 60 * leader.sensor_sign * leader.velocity_factor
-        )
+        velocity = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign * leader.velocity_factor
         leader.sim.iterate(velocity, vbus, self.step_s)
         leader.neutral = not enabled
         leader.duty = leader.sim.getAppliedOutput() if enabled else 0.0
@@ -147,7 +157,7 @@ class SparkMaxDevices:
                 leader.report(vbus)
             else:
                 rotations = chassis.motor_rotations(side) * leader.sensor_sign
-                rpm = chassis.motor_speed(side) / 6.283185307179586 * 60 * leader.sensor_sign
+                rpm = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign
                 leader.encoder_sim.setPosition(rotations * leader.position_factor)
                 leader.encoder_sim.setVelocity(rpm * leader.velocity_factor)
 

@@ -17,11 +17,19 @@ speeds say. :class:`GyroWatch` decides whether the gyro still answers; when
 it stops, the wheel loops drive alone (the correction fades out, never a
 jump), a WPILib ``Alert`` shows and the recorder writes it to the data log.
 ``drive_volts`` applies voltages open loop (the SysId modes).
+
+The interlocks (``subsystems/drive_checks.py``) keep wrong wiring and failing
+sensors from driving the robot away: a gyro whose turn disagrees with the
+wheels' is distrusted as a silent one is; a side whose wheel runs against its
+command stops the drivetrain until the next enable; a SPARK MAX that refused its
+configuration is reported at start. Odometry starts from the first tick's
+readings, not the constructor's (a CAN controller may not have sent any yet).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import wpilib
 from wpimath.filter import SlewRateLimiter
@@ -29,6 +37,7 @@ from wpimath.geometry import Pose2d, Rotation2d
 from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, DifferentialDriveOdometry
 
 import constants
+from subsystems.drive_checks import GyroAgreement, SideCheck, config_failures, volts_as_speed
 from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, make_io, wheel_heading
 
 _TAU = math.tau
@@ -63,6 +72,10 @@ class TurnRateLoop:
         self._target: float | None = None  # the heading the robot should have, rad
         self._integral = 0.0
         self._last_omega = 0.0
+        #: The turn each of the last ticks' corrections added (rad): what a gyro found wrong
+        #: made the robot turn before it was found (the drivetrain sets the length).
+        self.recent: deque[float] = deque(maxlen=1)
+        self._owed = 0.0  # turn still to give back (rad)
 
     def reset(self) -> None:
         """Start again from wherever the robot points: no error, no integral, no correction."""
@@ -70,6 +83,8 @@ class TurnRateLoop:
         self._integral = 0.0
         self._last_omega = 0.0
         self.correction = 0.0
+        self.recent.clear()
+        self._owed = 0.0
 
     def update(self, omega: float, heading: float) -> float:
         """The correction (rad/s) to add to this tick's commanded ``omega``, from the gyro's
@@ -93,7 +108,14 @@ class TurnRateLoop:
         self._target = target + (self._last_omega + omega) * 0.5 * period
         self._last_omega = omega
         self.correction = correction
+        self.recent.append(correction * period)
         return correction
+
+    def give_back(self) -> None:
+        """The gyro was wrong for the last ticks: what their corrections turned the robot is to
+        be turned back (by :meth:`fade_out`), so the wheels end where the commands alone put them."""
+        self._owed = -sum(self.recent)
+        self.recent.clear()
 
     def hold(self) -> None:
         """The outputs are off for a while (a brownout): the integral stays; the heading to hold
@@ -102,14 +124,28 @@ class TurnRateLoop:
         self._last_omega = 0.0
 
     def fade_out(self) -> float:
-        """No gyro to trust: the correction steps toward 0 by at most the acceleration limit."""
+        """No gyro to trust: the correction steps toward 0 (or toward giving back what
+        :meth:`give_back` owes) by at most the acceleration limit."""
         self._target = None
         self._integral = 0.0
         self._last_omega = 0.0
         correction = self.correction
         fade = self.fade
-        self.correction = 0.0 if -fade <= correction <= fade else correction - math.copysign(fade, correction)
-        return self.correction
+        owed = self._owed
+        want = _clamp(self.kp * owed, self.max_correction) if owed else 0.0
+        step = want - correction
+        correction = want if -fade <= step <= fade else correction + math.copysign(fade, step)
+        if owed:
+            owed -= correction * self.period
+            if abs(owed) < 1e-4 or owed * self._owed <= 0.0:
+                owed = 0.0  # given back
+            self._owed = owed
+        self.correction = correction
+        return correction
+
+    @property
+    def fading(self) -> bool:
+        return bool(self.correction or self._owed)
 
 
 class GyroWatch:
@@ -192,23 +228,59 @@ class Drivetrain:
         self.vx_limiter = _limiter(constants.MAX_ACCEL_MPS2)
         self.omega_limiter = _limiter(constants.MAX_ALPHA_RADPS2)
         self.inputs = DrivetrainInputs()
+        # Read here only to learn whether there is a gyro: a CAN controller may not have sent a
+        # status frame yet, so odometry starts from the first tick's readings (``_start``).
         self.io.update_inputs(self.inputs)
         inputs = self.inputs
         #: The turn-rate loop: with a gyro.
         self.turn: TurnRateLoop | None = None
         self.gyro_watch: GyroWatch | None = None
+        self.gyro_check: GyroAgreement | None = None
         if inputs.heading is not None:
             self.gyro_watch = GyroWatch(self.period)
+            self.gyro_check = GyroAgreement(self.period)
             self.turn = TurnRateLoop(self.period)
         self.gyro_alert = wpilib.Alert(
             "Drivetrain",
             "Gyro not answering: the turn rate is the wheels' alone",
             wpilib.Alert.AlertType.kWarning,
         )
-        # Without a trusted gyro the heading is this one plus what the wheels turned since.
-        start = inputs.heading if inputs.heading is not None else Rotation2d()
-        self._anchor = (start, inputs.left_position_m, inputs.right_position_m)
-        self.odometry = DifferentialDriveOdometry(start, inputs.left_position_m, inputs.right_position_m)
+        self.gyro_disagrees_alert = wpilib.Alert(
+            "Drivetrain",
+            "Gyro disagrees with the wheels (reversed, wrong axis?): the turn rate is the wheels' alone",
+            wpilib.Alert.AlertType.kWarning,
+        )
+        self._gyro_trusted = inputs.heading is not None
+        self._started = False  # odometry anchored on a tick's readings
+        # Without a trusted gyro the heading is the oldest of these (the gyro's heading and the
+        # wheel positions on the last ticks it was trusted) plus what the wheels turned since:
+        # a gyro found disagreeing was already wrong for the ticks it took to find it.
+        anchors = 1
+        if self.gyro_check is not None:
+            anchors = self.gyro_check.window + round(constants.GYRO_DISAGREE_S / self.period) + 1
+        self._anchors: deque[tuple[Rotation2d, float, float]] = deque(maxlen=anchors)
+        if self.turn is not None:
+            self.turn.recent = deque(maxlen=anchors)
+        self._anchors.append((Rotation2d(), 0.0, 0.0))
+        self._last_turns = (0.0, 0.0)  # the gyro's heading and the wheels' last tick, rad
+        self.odometry = DifferentialDriveOdometry(Rotation2d(), 0.0, 0.0)
+        #: Each side's speed against its command: a trip stops the drivetrain until the next enable.
+        self.side_checks = (SideCheck("left", self.period), SideCheck("right", self.period))
+        #: Why the drivetrain is stopped until the next enable ("" while it is not).
+        self.drive_fault = ""
+        self.drive_fault_alert = wpilib.Alert(
+            "Drivetrain", "Drivetrain stopped until the next enable", wpilib.Alert.AlertType.kError
+        )
+        self._was_enabled = False
+        self._last_volts: tuple[float, float] | None = None  # the voltages applied last tick
+        #: The SPARK MAX that refused their configuration ("" when none, or not that wiring).
+        self.config_errors = self._config_errors()
+        self.config_alert = wpilib.Alert(
+            "Drivetrain",
+            f"SPARK MAX configuration failed: {self.config_errors}",
+            wpilib.Alert.AlertType.kError,
+        )
+        self.config_alert.set(bool(self.config_errors))
         self._vx = 0.0
         self._omega = 0.0
         self._volts: tuple[float, float] | None = None  # drive_volts: open loop
@@ -276,28 +348,45 @@ class Drivetrain:
     def _actuate(self, stop_sent: bool) -> None:
         inputs = self.inputs
         self.io.update_inputs(inputs)  # first: the loops act on this tick's readings
+        if not self._started:
+            self._start()
+        enabled = wpilib.DriverStation.isEnabled()
+        if enabled and not self._was_enabled and self.drive_fault:
+            self._clear_drive_fault()  # a new enable is a new try
+        self._was_enabled = enabled
         wheel_rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
         heading = self._heading(wheel_rate)
         self.odometry.update(heading, inputs.left_position_m, inputs.right_position_m)
         self._measure(wheel_rate)
+        if not self._stopped and self._check_sides():
+            self.stop()  # the fault: motors off in this tick, and every tick until the next enable
+            self._stop_sent = False  # done for this tick, not the next
+            stop_sent = True
         if self._stopped:
+            self._last_volts = None
             if not stop_sent:  # once per tick is enough: stop() may have done it
                 self.io.stop()
             return
         volts = self._volts
+        self._last_volts = volts
         if volts is not None:
             self.io.set_voltages(*volts)
             return
         omega = self._omega
         turn = self.turn
         if self.brownout.update(wpilib.RobotController.getBatteryVoltage()):
-            # The outputs are off: no loop integrates what it cannot drive, so none jolts when
-            # they return; the wheel targets go on with the commands.
+            for check in self.side_checks:
+                check.reset()  # the outputs are off: the wheels follow no command
+            # The outputs are off: no loop integrates what it cannot drive, and the ramps start
+            # again from what the wheels do, so nothing jolts when they return.
             self.io.hold()
             if turn is not None:
                 turn.hold()
-            wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, omega))
-            self._ref = (wheels.left, wheels.right)
+            if self.vx_limiter is not None:
+                self.vx_limiter.reset(self.actual_vx)
+            if self.omega_limiter is not None:
+                self.omega_limiter.reset(self.actual_omega)
+            self._ref = (inputs.left_velocity_mps, inputs.right_velocity_mps)
             return
         if not self._vx and not omega and self._ref == (0.0, 0.0):
             # At rest and to stay there: neutral (the idle mode holds it), not loops hunting
@@ -307,35 +396,106 @@ class Drivetrain:
                 turn.reset()
             return
         if turn is not None:
-            if self.gyro_watch is not None and self.gyro_watch.ok:
+            if self._gyro_trusted:
                 omega += turn.update(omega, self._gyro_radians)
-            elif turn.correction:
+            elif turn.fading:
                 omega += turn.fade_out()
         wheels = self.kinematics.toWheelSpeeds(ChassisSpeeds(self._vx, 0.0, omega))
         left, right = self._ref
         self.io.set_wheel_speeds(left, right, wheels.left, wheels.right)
         self._ref = (wheels.left, wheels.right)
 
+    def _start(self) -> None:
+        """Odometry and the heading's anchor from this tick's readings: the first ones taken
+        while the robot loop runs, when every sensor has had a tick to report."""
+        inputs = self.inputs
+        self._started = True
+        heading = inputs.heading if inputs.heading is not None else Rotation2d()
+        left, right = inputs.left_position_m, inputs.right_position_m
+        self._anchors.clear()
+        self._anchors.append((heading, left, right))
+        self.odometry.resetPosition(heading, left, right, Pose2d())
+        self._last_turns = (heading.radians(), self._wheel_turn())
+
+    def _wheel_turn(self) -> float:
+        inputs = self.inputs
+        return (inputs.right_position_m - inputs.left_position_m) / self.track_width
+
     def _heading(self, wheel_rate: float) -> Rotation2d:
-        """The gyro's heading while it answers (its radians kept for the turn loop), else the
-        last one it gave plus what the wheels turned since."""
+        """The gyro's heading while it is trusted (its radians kept for the turn loop), else
+        the one it gave before it went wrong plus what the wheels turned since."""
         inputs = self.inputs
         heading = inputs.heading
         watch = self.gyro_watch
-        if heading is not None and watch is not None:
-            changes = watch.changes
+        check = self.gyro_check
+        if heading is not None and watch is not None and check is not None:
+            was = self.gyro_state
             self._gyro_radians = radians = heading.radians()
+            wheel_turn = self._wheel_turn()
+            last_gyro, last_wheels = self._last_turns
+            self._last_turns = (radians, wheel_turn)
             if watch.update(radians, inputs.gyro_connected, wheel_rate):
-                self._anchor = (heading, inputs.left_position_m, inputs.right_position_m)
-                if changes != watch.changes:
-                    self._gyro_changed()
-                return heading
-            if changes != watch.changes:
+                gyro_delta = math.remainder(radians - last_gyro, _TAU)
+                wheel_delta = wheel_turn - last_wheels
+                if math.isfinite(gyro_delta) and math.isfinite(wheel_delta):
+                    check.update(gyro_delta, wheel_delta)
+                else:
+                    check.reset()
+            else:
+                check.reset()  # a silent gyro is GyroWatch's to judge
+            trusted = watch.ok and check.ok
+            if trusted and not self._gyro_trusted:
+                self._anchors.clear()
+            self._gyro_trusted = trusted
+            if self.gyro_state != was:
                 self._gyro_changed()
-        start, left0, right0 = self._anchor
+            if trusted:
+                self._anchors.append((heading, inputs.left_position_m, inputs.right_position_m))
+                return heading
+        start, left0, right0 = self._anchors[0]
         return start + wheel_heading(
             inputs.left_position_m - left0, inputs.right_position_m - right0, self.track_width
         )
+
+    def _check_sides(self) -> bool:
+        """Each side's reading against what it was driven toward last tick (the wheel should
+        be there now); whether the drivetrain is faulted."""
+        if self.drive_fault:
+            return True
+        inputs = self.inputs
+        volts = self._last_volts
+        # Open loop (SysId), the side is driven toward the speed its voltage holds.
+        commands = self._ref if volts is None else (volts_as_speed(volts[0]), volts_as_speed(volts[1]))
+        left, right = self.side_checks
+        fault = left.update(commands[0], inputs.left_velocity_mps) or right.update(
+            commands[1], inputs.right_velocity_mps
+        )
+        if fault:
+            self.drive_fault = fault
+            self.drive_fault_alert.setText(f"Drivetrain stopped until the next enable: {fault}")
+            self.drive_fault_alert.set(True)
+            return True
+        return False
+
+    def _clear_drive_fault(self) -> None:
+        self.drive_fault = ""
+        self.drive_fault_alert.set(False)
+        for check in self.side_checks:
+            check.reset()
+
+    def _config_errors(self) -> str:
+        errors = getattr(self.io, "config_errors", None)
+        if not errors:
+            return ""
+        io = self.io
+        # SparkMaxIO configures each side's leader, then its follower, left side first.
+        sparks = [
+            getattr(io, name, None)
+            for name in ("left_leader", "left_follower", "right_leader", "right_follower")
+        ]
+        ids: list[int | str] = [spark.getDeviceId() if spark is not None else "?" for spark in sparks]
+        ids += ["?"] * (len(errors) - len(ids))
+        return config_failures(zip(ids, errors, strict=False))
 
     def _measure(self, wheel_rate: float) -> None:
         """The chassis speed delivered: vx from the wheels, the turn rate from the gyro while
@@ -343,8 +503,7 @@ class Drivetrain:
         inputs = self.inputs
         self.actual_vx = vx = (inputs.left_velocity_mps + inputs.right_velocity_mps) * 0.5
         rate = inputs.turn_rate_radps
-        watch = self.gyro_watch
-        if rate is None or watch is None or not watch.ok:
+        if rate is None or not self._gyro_trusted:
             rate = wheel_rate
         self.actual_omega = rate
         # Against what the wheels were to reach by now: last tick's intent.
@@ -353,11 +512,15 @@ class Drivetrain:
         self.omega_error = was_omega - rate
 
     def _gyro_changed(self) -> None:
-        watch = self.gyro_watch
-        assert watch is not None
-        self.gyro_alert.set(not watch.ok)
-        if self.turn is not None and watch.ok:
-            self.turn.reset()  # trusted again: from where it points now
+        state = self.gyro_state
+        self.gyro_alert.set(state == "not answering")
+        self.gyro_disagrees_alert.set(state == "disagrees with the wheels")
+        turn = self.turn
+        if turn is not None:
+            if self._gyro_trusted:
+                turn.reset()  # trusted again: from where it points now
+            elif state == "disagrees with the wheels":
+                turn.give_back()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -368,8 +531,8 @@ class Drivetrain:
 
     @property
     def gyro_ok(self) -> bool | None:
-        """Whether the gyro answers; None without one."""
-        return None if self.gyro_watch is None else self.gyro_watch.ok
+        """Whether the gyro is trusted (it answers and agrees with the wheels); None without one."""
+        return None if self.gyro_watch is None else self._gyro_trusted
 
     def wheel_velocities(self) -> tuple[float, float]:
         """Left and right wheel speed, m/s, as read this tick."""
@@ -381,11 +544,26 @@ class Drivetrain:
 
     @property
     def gyro_state(self) -> str:
-        """ "ok", "not answering" or "none" (no gyro)."""
+        """ "ok", "not answering", "disagrees with the wheels" or "none" (no gyro)."""
         watch = self.gyro_watch
         if watch is None:
             return "none"
-        return "ok" if watch.ok else "not answering"
+        if not watch.ok:
+            return "not answering"
+        check = self.gyro_check
+        if check is not None and not check.ok:
+            return "disagrees with the wheels"
+        return "ok"
+
+    @property
+    def gyro_reason(self) -> str:
+        """Why the gyro is not trusted ("" while it is, or there is none)."""
+        state = self.gyro_state
+        if state == "not answering" and self.gyro_watch is not None:
+            return self.gyro_watch.reason
+        if state == "disagrees with the wheels" and self.gyro_check is not None:
+            return self.gyro_check.reason
+        return ""
 
     def pose(self) -> Pose2d:
         """Where odometry puts the robot, relative to where it started."""

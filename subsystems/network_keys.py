@@ -123,7 +123,21 @@ KEYS: tuple[Key, ...] = (
         "Gyro",
         str,
         lambda s: s.drivetrain.gyro_state,
-        '"ok", "not answering" (the wheel loops drive alone) or "none" (no gyro: heading from the wheels)',
+        '"ok", "not answering" or "disagrees with the wheels" (either way the wheel loops drive alone)'
+        ' or "none" (no gyro: heading from the wheels)',
+    ),
+    Key(
+        "DriveFault",
+        str,
+        lambda s: s.drivetrain.drive_fault,
+        "why the drivetrain is stopped until the next enable: which side runs against its command"
+        ' ("" when none)',
+    ),
+    Key(
+        "ConfigErrors",
+        str,
+        lambda s: s.drivetrain.config_errors,
+        'the SPARK MAX that refused their configuration at start, "SPARK MAX id: error; ..." ("" when none)',
     ),
     Key("SchemaHash", str, lambda s: s.link.schema.hash, "this robot's schema hash", _hex),
     Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),

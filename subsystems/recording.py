@@ -24,8 +24,12 @@ byte or per queued message (a 65,535-message packet is one entry):
 * ``BCNP/Refused``: each refused handshake or peer with its reason (several in
   one tick: the last, with how many);
 * ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost);
-* ``BCNP/Gyro``: the drivetrain's gyro when it changes: ``ok``, ``not answering: why``
-  (the wheel loops drive alone), ``none``.
+* ``BCNP/Gyro``: the drivetrain's gyro when it changes: ``ok``, ``not answering: why``,
+  ``disagrees with the wheels: why`` (either way the wheel loops drive alone), ``none``;
+* ``BCNP/DriveFault``: why the drivetrain stopped until the next enable, when it changes
+  (``""``: cleared by an enable);
+* ``BCNP/ConfigErrors``: the SPARK MAX that refused their configuration, once at start
+  when any did.
 
 WPILib's writer pauses the whole log for good when it falls behind the records
 (a slow USB stick, a starved writer thread); the recorder resumes it when the
@@ -130,6 +134,10 @@ class BcnpRecorder:
         self._connected = BooleanLogEntry(log, PREFIX + "Connected")
         self._gyro = StringLogEntry(log, PREFIX + "Gyro")
         self._gyro_state: str | None = None
+        self._drive_fault_entry = StringLogEntry(log, PREFIX + "DriveFault")
+        self._drive_fault = ""
+        self._config_errors = StringLogEntry(log, PREFIX + "ConfigErrors")
+        self._config_logged = False
         self._unrecorded = IntegerLogEntry(log, PREFIX + "Packet/Unrecorded")
         self.packets_per_s = float(constants.RECORD_PACKETS_PER_S)
         self._budget = self.packets_per_s
@@ -183,9 +191,16 @@ class BcnpRecorder:
         gyro = drivetrain.gyro_state
         if gyro != self._gyro_state:
             self._gyro_state = gyro
-            gyro_watch = drivetrain.gyro_watch
-            ok = gyro_watch is None or gyro_watch.ok
-            self._gyro.append(gyro if ok or gyro_watch is None else f"{gyro}: {gyro_watch.reason}")
+            reason = drivetrain.gyro_reason
+            self._gyro.append(f"{gyro}: {reason}" if reason else gyro)
+        fault = drivetrain.drive_fault
+        if fault != self._drive_fault:
+            self._drive_fault = fault
+            self._drive_fault_entry.append(fault)
+        if not self._config_logged:
+            self._config_logged = True
+            if drivetrain.config_errors:
+                self._config_errors.append(drivetrain.config_errors)
         if link.connected != self._was_connected:
             self._was_connected = link.connected
             self._connected.append(link.connected)

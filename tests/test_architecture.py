@@ -193,6 +193,7 @@ def test_importing_the_path_reader_loads_no_socket() -> None:
 PROJECT = {
     "robot",
     "physics",
+    "sim",
     "constants",
     "messages",
     "run",
@@ -371,3 +372,20 @@ def test_benchmarks_and_tests_share_only_the_harness() -> None:
             if not any(name == a or name.startswith(f"{a}.") for a in allowed):
                 wrong.append(f"{module} imports {name}")
     assert not wrong, wrong
+
+
+def test_the_robot_never_imports_the_simulator() -> None:
+    """The device models (sim/) are the simulator's: the robot's code runs the same on a roboRIO,
+    where physics.py and sim/ are never loaded. (run.py reads one name of sim.settings.)"""
+    robot_code = [ROOT / "robot.py", ROOT / "constants.py"]
+    robot_code += [*(ROOT / "subsystems").rglob("*.py"), *(ROOT / "autonomous").rglob("*.py")]
+    offenders = []
+    for path in robot_code:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("sim", "physics")]
+    assert offenders == []

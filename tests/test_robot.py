@@ -449,7 +449,7 @@ def test_the_keys_say_the_mode_and_only_autonomous_drives_bcnp_commands(sim: Sim
                 step_mode(sim, mode, 2)
             moved[mode] = sim.travelled() - before
             assert sim.connected() and sim.number("Network/MessagesRx") > 0
-    assert moved["autonomous"] > 0.2, moved
+    assert moved["autonomous"] > 0.15, moved  # 1 m/s for 0.4 s, the first 0.33 s ramping up
     assert all(abs(moved[mode]) < 0.01 for mode in ("disabled", "teleop", "test")), moved
     DriverStationSim.setTest(False)
 

@@ -6,7 +6,7 @@ judge by the simulated chassis (``Physics``: the physics engine's own state).
 
 from __future__ import annotations
 
-import math
+import itertools
 import re
 from pathlib import Path
 
@@ -273,7 +273,7 @@ def test_brownout_turns_the_outputs_off_and_they_return_without_a_jolt(sim: Sim,
                 sim.deliver(host.keepalive)
             sim.tick()
             speeds.append((model.getLeftVelocity() + model.getRightVelocity()) / 2)
-    steps = [b - a for a, b in zip(speeds[19:], speeds[20:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(speeds[19:])]
     assert max(steps) < 3.5 * 0.02 * 1.2  # no faster than the acceleration limit (3 m/s^2)
     assert speeds[-1] == pytest.approx(1.0, abs=0.05)
 
@@ -281,7 +281,12 @@ def test_brownout_turns_the_outputs_off_and_they_return_without_a_jolt(sim: Sim,
 @pytest.mark.parametrize("delay_ms", [0, 150])
 @pytest.mark.parametrize("wiring", ["kitbot", "sparkmax"], indirect=True)
 def test_the_wheel_loops_stay_stable_with_the_velocity_late(
-    monkeypatch: pytest.MonkeyPatch, delay_ms: int, wiring: str, control, robot, request: pytest.FixtureRequest
+    monkeypatch: pytest.MonkeyPatch,
+    delay_ms: int,
+    wiring: str,
+    control,
+    robot,
+    request: pytest.FixtureRequest,
 ) -> None:  # type: ignore[no-untyped-def]
     """No limit cycle: cruising at 1 m/s, the chassis' true speed over the last 2 s of 5 s holds
     within +-0.05 m/s of its mean, with the velocity measured up to 150 ms later still (on top

@@ -22,25 +22,28 @@ import wpilib
 from support import wait_until
 from test_autonomous import choose, running, still
 from test_recording import mark
-from test_robot import TICK, Sim, cmd, wiring  # noqa: F401  (wiring: each drivetrain wiring)
+from test_robot import TICK, Physics, Sim, cmd, wiring  # noqa: F401  (wiring: each drivetrain wiring)
+from wpilib import SmartDashboard
+from wpilib.simulation import DriverStationSim
 from wpimath.system.plant import LinearSystemId
 from wpiutil.log import DataLogReader
 
 import constants
 import physics
-from autonomous import sysid
+from autonomous import FieldGuard, sysid
 from sim import chassis, kitbot, settings
 
 #: The simulated drivetrain's rolling friction per side (volts): the kS to find.
 FRICTION_V = 0.5
-#: How long each test runs here (simulated seconds): enough to fit, far short of SYSID_TIMEOUT_S.
-#: A quasistatic test gets the robot moving against friction after 0.5 s, a dynamic one settles
-#: within half a second (the kit chassis' kA/kV is 0.08 s).
+#: How long each test runs here (simulated seconds): enough to fit, far short of SYSID_TIMEOUT_S
+#: and of SYSID_MAX_DISTANCE_M. A quasistatic test gets the robot moving against friction after
+#: 0.5 s, a dynamic one settles within half a second (the kit chassis' kA/kV is 0.08 s) and has
+#: covered about 2.5 m by 1.2 s.
 RUN_S = {
     "SysId: quasistatic forward": 4.5,
     "SysId: quasistatic reverse": 4.5,
-    "SysId: dynamic forward": 2.0,
-    "SysId: dynamic reverse": 2.0,
+    "SysId: dynamic forward": 1.2,
+    "SysId: dynamic reverse": 1.2,
 }
 TESTS = {
     "quasistatic-forward": "SysId: quasistatic forward",
@@ -262,7 +265,10 @@ def test_disabling_mid_test_stops_the_motors_in_that_tick(sim: Sim) -> None:
 
 
 @pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
-def test_a_test_leaves_the_queue_alone_and_ends_after_its_timeout(sim: Sim) -> None:
+def test_a_test_leaves_the_queue_alone_and_ends_after_its_timeout(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(constants, "SYSID_MAX_DISTANCE_M", math.inf)  # the timeout alone: about 20 m
     start = mark()
     choose(sim, "SysId: dynamic forward")
     queue = sim.link.queue
@@ -280,3 +286,51 @@ def test_a_test_leaves_the_queue_alone_and_ends_after_its_timeout(sim: Sim) -> N
         assert queue.metrics.received == received  # the mode queued nothing
     routine = read_routine(start, done=1)
     assert routine.states == ["dynamic-forward"] * round(constants.SYSID_TIMEOUT_S / TICK) + ["none"]
+
+
+def test_the_dynamic_test_stops_at_the_distance_cap(sim: Sim, request: pytest.FixtureRequest) -> None:
+    """7 V for SYSID_TIMEOUT_S would run the kit chassis about 20 m: the test ends once a wheel has
+    travelled SYSID_MAX_DISTANCE_M, judged here by the simulated wheels themselves."""
+    start = mark()
+    choose(sim, "SysId: dynamic forward")
+    drivesim = Physics(request).drivesim
+    wheels = (drivesim.getLeftPosition(), drivesim.getRightPosition())
+    sim.tick()
+    ticks = 1
+    assert not still(sim)
+    while not still(sim):
+        assert ticks * TICK < constants.SYSID_TIMEOUT_S
+        sim.tick()
+        ticks += 1
+    cap = constants.SYSID_MAX_DISTANCE_M
+    at_stop = max(drivesim.getLeftPosition() - wheels[0], drivesim.getRightPosition() - wheels[1])
+    # Read a tick late (a CAN status frame up to one more) at 2.2 m/s: under 0.15 m past the cap.
+    assert cap < at_stop < cap + 0.15
+    assert ticks * TICK < 2.0  # far short of the timeout
+    sim.run(1.0)  # at rest: braked, and nothing more driven
+    travelled = max(drivesim.getLeftPosition() - wheels[0], drivesim.getRightPosition() - wheels[1])
+    assert still(sim) and travelled < cap + 0.3
+    assert SmartDashboard.getString(sysid.STATUS_KEY, "").startswith(
+        "SysId: dynamic forward: ended at the distance cap"
+    )
+    routine = read_routine(start, done=1)
+    assert routine.states[-1] == "none" and routine.states.count("dynamic-forward") == ticks - 1
+
+
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_with_the_field_connected_a_test_refuses_to_drive(sim: Sim) -> None:
+    choose(sim, "SysId: quasistatic forward")
+    DriverStationSim.setFmsAttached(True)
+    try:
+        sim.run(2.0)
+        assert still(sim) and abs(sim.travelled()) < 1e-6
+        status = SmartDashboard.getString(sysid.STATUS_KEY, "")
+        assert status == "SysId: quasistatic forward: refused: " + FieldGuard.REASON
+        assert FieldGuard.REASON.startswith("the field (FMS) is connected")
+        errors = SmartDashboard.getStringArray("Autonomous/errors", [])
+        assert any(e.startswith("SysId: quasistatic forward refused") for e in errors)
+    finally:
+        DriverStationSim.setFmsAttached(False)
+        sim.tick(enabled=False)
+    sim.run(2.0)  # off the field, the next enable runs the test
+    assert not still(sim)

@@ -1,0 +1,394 @@
+"""The pre-flight check: what a team runs before the robot's first drive, to find a wiring
+or configuration fault while the robot can do no harm.
+
+It drives the left side alone, the right side alone, then both, each at ``PREFLIGHT_VOLTS``
+open loop (``Drivetrain.drive_volts``, as the SysId modes do) for at most ``PREFLIGHT_STEP_S``
+and never past ``PREFLIGHT_MAX_STEP_M`` of either wheel, stopping for ``PREFLIGHT_PAUSE_S``
+after each, and judges:
+
+* ``LeftEncoder``, ``RightEncoder``: the side's encoder counts forward when the side is driven
+  forward (alone and with both);
+* ``Gyro``: the gyro turns the way the wheels say the chassis turned when one side drives
+  (on the floor). Only the steps of a side whose encoder passed are judged: a wrong encoder
+  says nothing of how the chassis turned. A gyro that saw only noise while the wheels turned
+  is on blocks: its own result, never a pass; one whose reading stayed exactly the same over
+  a whole step is frozen (a live gyro's noise always moves it);
+* ``Followers``: each SPARK MAX follower's applied output has its leader's sign and size
+  (REVLib ``getAppliedOutput()``); the kitbot has none;
+* ``Config``: every SPARK MAX took its configuration (``SparkMaxIO.config_errors``).
+
+Each item is ``PASS``, ``FAIL``, ``N/A``, ``ON BLOCKS`` or ``NOT JUDGED``, with a short why,
+on SmartDashboard (``Preflight/<item>``, and ``Preflight/Result``) and in the data log (the
+entries of the same names); each failure raises a WPILib ``Alert``. The motors stop between
+the steps and at the end, at once when autonomous ends (robot.py stops the drivetrain), and
+the check refuses to drive while the field's FMS is connected.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import wpilib
+from wpiutil.log import StringLogEntry
+
+import constants
+from autonomous import FieldGuard, Mode
+from subsystems.drivetrain_io import SparkMaxIO
+
+if TYPE_CHECKING:
+    import rev
+
+    from subsystems.bcnp_link import BcnpLink
+    from subsystems.drivetrain import Drivetrain
+
+PREFIX = "Preflight/"
+#: The items, in the order they are reported; then the overall ``Result``.
+ITEMS = ("LeftEncoder", "RightEncoder", "Gyro", "Followers", "Config")
+RESULT = "Result"
+PASS, FAIL, NA, ON_BLOCKS, NOT_JUDGED = "PASS", "FAIL", "N/A", "ON BLOCKS", "NOT JUDGED"
+RUNNING = "RUNNING"
+#: The follower's output is sampled this far into a step: the leader has taken the command
+#: and reported its output once.
+FOLLOWER_SETTLE_S = 0.04
+
+log = logging.getLogger("autonomous")
+
+Verdict = tuple[str, str]  # (PASS, FAIL, ...; why)
+
+
+@dataclass
+class Step:
+    """One step of the check and what it measured, from its start to the end of its pause."""
+
+    name: str
+    volts: tuple[float, float]
+    #: False: the check ended before this step (the drivetrain's interlock stopped it).
+    ran: bool = False
+    #: How far each wheel's encoder counted (m, forward positive).
+    left_m: float = 0.0
+    right_m: float = 0.0
+    #: The gyro's heading change (rad, counter-clockwise); None without a gyro.
+    gyro_rad: float | None = None
+    #: True while every gyro reading of the step was exactly the first one.
+    gyro_still: bool = True
+    #: (side, leader's applied output, follower's, the follower's configured relation: +1 the
+    #: same output, -1 the opposite) while it drove, SPARK MAX only.
+    followers: list[tuple[str, float, float, int]] = field(default_factory=list)
+
+    def travel(self, side: int) -> float:
+        return self.left_m if side == 0 else self.right_m
+
+
+def steps() -> list[Step]:
+    volts = constants.PREFLIGHT_VOLTS
+    return [
+        Step("left side", (volts, 0.0)),
+        Step("right side", (0.0, volts)),
+        Step("both sides", (volts, volts)),
+    ]
+
+
+# -- judging: what the steps measured, item by item -----------------------------------------------
+
+
+def judge_encoder(side: int, measured: list[Step]) -> Verdict:
+    """The side's encoder against its own step and the step of both sides (when it ran)."""
+    if not measured[side].ran:
+        return NOT_JUDGED, "the check ended before this side drove"
+    alone = measured[side].travel(side)
+    volts = measured[side].volts[side]
+    counts = [alone]
+    counted = f"counted {alone:+.2f} m alone"
+    if measured[2].ran:
+        counts.append(measured[2].travel(side))
+        counted += f" and {counts[1]:+.2f} m with both"
+    counted += f" for {volts:+g} V"
+    least = constants.PREFLIGHT_MIN_TRAVEL_M
+    if all(count >= least for count in counts):
+        return PASS, counted
+    if any(count <= -least for count in counts):
+        fix = "flip RIGHT_ENCODER_REVERSED" if side == 1 else "reverse the left encoder"
+        return FAIL, (
+            f"{counted}: counts backward. If the wheel turned backward the motor is reversed "
+            f"(its leads or inversion); if forward, the encoder is ({fix})"
+        )
+    return FAIL, (
+        f"{counted}: no count. The motor did not turn (wiring, channel or CAN id, breaker) "
+        "or the encoder is unplugged or on the wrong channels"
+    )
+
+
+def judge_gyro(measured: list[Step], encoders: tuple[Verdict, Verdict], track_width_m: float) -> Verdict:
+    """The gyro's turn in each one-side step against the wheels' (only sides whose encoder passed)."""
+    if measured[0].gyro_rad is None:
+        return NA, "no gyro: the wheels give the heading"
+    for step in measured:
+        if step.ran and step.gyro_still:
+            return FAIL, (
+                f"frozen: read exactly the same through the {step.name} step. The gyro does not "
+                "answer (unplugged, wrong port, or not calibrated at start)"
+            )
+    judged = [measured[side] for side in (0, 1) if encoders[side][0] == PASS and measured[side].ran]
+    if not judged:
+        return NOT_JUDGED, "no encoder counts forward to compare it with"
+    least = constants.PREFLIGHT_MIN_TURN_RAD
+    said = []
+    wrong = turned = 0
+    for step in judged:
+        wheels = (step.right_m - step.left_m) / track_width_m
+        gyro = step.gyro_rad or 0.0
+        said.append(
+            f"{step.name}: gyro {math.degrees(gyro):+.1f} deg, wheels {math.degrees(wheels):+.1f} deg"
+        )
+        if abs(gyro) > least:
+            turned += 1
+            wrong += (gyro > 0) != (wheels > 0)
+    detail = "; ".join(said)
+    if wrong:
+        return FAIL, f"turns against the wheels ({detail}): mounted upside down, or its sign is wrong in code"
+    if not turned:
+        return ON_BLOCKS, f"only noise ({detail}): on blocks? Run the check on the floor to judge the gyro"
+    if turned < len(judged):
+        return FAIL, f"turned in some steps only ({detail})"
+    return PASS, detail
+
+
+def judge_followers(samples: list[tuple[str, float, float, int]] | None) -> Verdict:
+    """Each follower's applied output against its leader's times their configured relation,
+    sampled while the side drove."""
+    if samples is None:
+        return NA, "this wiring has no followers"
+    share = constants.PREFLIGHT_FOLLOWER_TOLERANCE
+    worst: dict[str, tuple[float, float, float]] = {}  # side -> (miss, leader, follower)
+    for side, leader, follower, relation in samples:
+        if abs(leader) < 0.05:
+            continue  # too little to judge by
+        expected = leader * relation
+        miss = abs(follower - expected) - (share * abs(expected) + 0.02)
+        if (follower > 0) != (expected > 0):
+            miss = max(miss, abs(follower) + 1.0)  # a wrong sign is a miss whatever its size
+        if side not in worst or miss > worst[side][0]:
+            worst[side] = (miss, leader, follower)
+    if set(worst) != {"left", "right"}:
+        return NOT_JUDGED, "a leader never drove enough to judge its follower by"
+    said = "; ".join(
+        f"{side} leader {lead:+.2f}, follower {follow:+.2f}" for side, (_, lead, follow) in worst.items()
+    )
+    if any(miss > 0 for miss, _, _ in worst.values()):
+        return FAIL, (
+            f"a follower does not follow ({said}): check its CAN id, that it follows the right "
+            "leader, its inversion, its wiring"
+        )
+    return PASS, said
+
+
+def judge_config(errors: list[tuple[int, str]] | None) -> Verdict:
+    """REVLib's answer to each controller's configure(): (CAN id, error name)."""
+    if errors is None:
+        return NA, "this wiring has no configurable controllers"
+    bad = [f"CAN {can}: {name}" for can, name in errors if name != "kOk"]
+    if bad:
+        return FAIL, (
+            f"{', '.join(bad)}: the controller did not take its configuration (CAN id, wiring, "
+            "firmware; REV Hardware Client)"
+        )
+    return PASS, f"{len(errors)} controllers took their configuration"
+
+
+def overall(verdicts: dict[str, Verdict], interlock: str = "") -> Verdict:
+    stopped = f"; the drivetrain's interlock stopped the check: {interlock}" if interlock else ""
+    failed = [item for item, (result, _) in verdicts.items() if result == FAIL]
+    if failed:
+        return FAIL, ", ".join(failed) + stopped
+    open_items = [f"{item} {result}" for item, (result, _) in verdicts.items() if result not in (PASS, NA)]
+    if open_items or interlock:
+        return "INCOMPLETE", ", ".join(open_items) + stopped
+    return PASS, "every item"
+
+
+# -- the mode -------------------------------------------------------------------------------------
+
+
+class PreflightCheck(Mode):
+    MODE_NAME = "Pre-flight check"
+    runs_queue = False  # a host's commands are queued and reported, never run
+
+    def __init__(self, link: BcnpLink) -> None:
+        super().__init__(link)
+        self.guard = FieldGuard(self.MODE_NAME)
+        self.alerts = {
+            item: wpilib.Alert("Autonomous", f"Pre-flight {item}", wpilib.Alert.AlertType.kError)
+            for item in ITEMS
+        }
+        self._entries: dict[str, StringLogEntry] = {}
+        self.verdicts: dict[str, Verdict] = {}
+        self._running = False
+        self._steps: list[Step] = []
+        self._index = 0
+        self._driving = False
+        self._phase_start = 0.0
+        self._from: tuple[float, float] = (0.0, 0.0)  # the wheels at the step's start
+        self._heading: float | None = None  # the gyro's reading at the step's start
+        self._started = False
+        self._interlock = ""  # why the drivetrain stopped itself during the check
+
+    def on_enable(self) -> None:
+        self.guard.reset()
+        for alert in self.alerts.values():
+            alert.set(False)
+        self.verdicts = {}
+        self._steps = steps()
+        self._index = 0
+        self._started = False
+        self._interlock = ""
+        self._running = True
+        for item in ITEMS:
+            self._publish(item, (RUNNING, "not judged yet"))
+        self._publish(RESULT, (RUNNING, self._steps[0].name))
+
+    def actuate(self, drivetrain: Drivetrain, now: float) -> bool:
+        if not self._running:
+            return False
+        if self.guard.refuses():
+            self._running = False
+            self._publish(RESULT, ("REFUSED", FieldGuard.REASON))
+            return False
+        if not self._started:
+            self._started = True
+            self._begin(drivetrain, now)
+        self._watch_gyro(drivetrain)
+        step = self._steps[self._index]
+        elapsed = now - self._phase_start
+        if self._driving:
+            positions = drivetrain.wheel_positions()
+            moved = max(abs(a - b) for a, b in zip(positions, self._from, strict=True))
+            # The drivetrain stops itself (until the next enable) when a side runs against its
+            # command: the check ends after this step's pause, with what it measured so far. On
+            # the enable's first tick a fault is the last enable's: the drivetrain clears it.
+            if elapsed > 0.0:
+                self._interlock = self._interlock or getattr(drivetrain, "drive_fault", "")
+            if (
+                elapsed < constants.PREFLIGHT_STEP_S - 1e-9
+                and moved < constants.PREFLIGHT_MAX_STEP_M
+                and not self._interlock
+            ):
+                drivetrain.drive_volts(*step.volts)
+                if elapsed >= FOLLOWER_SETTLE_S - 1e-9:
+                    self._sample_followers(drivetrain, step)
+                return True
+            self._driving = False
+            self._phase_start = now
+            return False  # robot.py stops the motors this tick
+        if elapsed < constants.PREFLIGHT_PAUSE_S - 1e-9:
+            return False
+        self._close(drivetrain, step)
+        self._index += 1
+        if self._index == len(self._steps) or self._interlock:
+            self._finish(drivetrain)
+            return False
+        self._publish(RESULT, (RUNNING, self._steps[self._index].name))
+        self._begin(drivetrain, now)
+        return self.actuate(drivetrain, now)
+
+    def on_disable(self) -> None:
+        if self._running:
+            self._running = False
+            step = self._steps[self._index].name if self._index < len(self._steps) else "last"
+            for item in ITEMS:
+                self._publish(item, (NOT_JUDGED, "the check did not finish"))
+            self._publish(RESULT, ("ABORTED", f"autonomous ended during the {step} step"))
+
+    # -- measuring ------------------------------------------------------------------------------
+
+    def _begin(self, drivetrain: Drivetrain, now: float) -> None:
+        self._steps[self._index].ran = True
+        self._driving = True
+        self._phase_start = now
+        self._from = drivetrain.wheel_positions()
+        heading = drivetrain.inputs.heading
+        self._heading = None if heading is None else heading.radians()
+
+    def _watch_gyro(self, drivetrain: Drivetrain) -> None:
+        heading = drivetrain.inputs.heading
+        if heading is not None and heading.radians() != self._heading:
+            self._steps[self._index].gyro_still = False
+
+    def _close(self, drivetrain: Drivetrain, step: Step) -> None:
+        left, right = drivetrain.wheel_positions()
+        step.left_m, step.right_m = left - self._from[0], right - self._from[1]
+        heading = drivetrain.inputs.heading
+        if heading is None or self._heading is None:
+            step.gyro_rad, step.gyro_still = None, False
+        else:
+            step.gyro_rad = math.remainder(heading.radians() - self._heading, math.tau)
+
+    @staticmethod
+    def _sample_followers(drivetrain: Drivetrain, step: Step) -> None:
+        io = drivetrain.io
+        if isinstance(io, SparkMaxIO):
+            for side, leader, follower, volts in (
+                ("left", io.left_leader, io.left_follower, step.volts[0]),
+                ("right", io.right_leader, io.right_follower, step.volts[1]),
+            ):
+                if volts:
+                    step.followers.append(
+                        (
+                            side,
+                            leader.getAppliedOutput(),
+                            follower.getAppliedOutput(),
+                            _relation(leader, follower),
+                        )
+                    )
+
+    # -- judging and reporting ----------------------------------------------------------------------
+
+    def _finish(self, drivetrain: Drivetrain) -> None:
+        self._running = False
+        measured = self._steps
+        io = drivetrain.io
+        encoders = (judge_encoder(0, measured), judge_encoder(1, measured))
+        followers: list[tuple[str, float, float, int]] | None = None
+        errors: list[tuple[int, str]] | None = None
+        if isinstance(io, SparkMaxIO):
+            followers = [sample for step in measured for sample in step.followers]
+            # config_errors holds REVLib's answers in the order SparkMaxIO configured them.
+            sparks = (io.left_leader, io.left_follower, io.right_leader, io.right_follower)
+            errors = [(s.getDeviceId(), e.name) for s, e in zip(sparks, io.config_errors, strict=True)]
+        self.verdicts = {
+            "LeftEncoder": encoders[0],
+            "RightEncoder": encoders[1],
+            "Gyro": judge_gyro(measured, encoders, drivetrain.track_width),
+            "Followers": judge_followers(followers),
+            "Config": judge_config(errors),
+        }
+        for item, verdict in self.verdicts.items():
+            self._publish(item, verdict)
+            if verdict[0] == FAIL:
+                alert = self.alerts[item]
+                alert.setText(f"Pre-flight {item}: {verdict[1]}")
+                alert.set(True)
+        self._publish(RESULT, overall(self.verdicts, self._interlock))
+
+    def _publish(self, key: str, verdict: Verdict) -> None:
+        text = f"{verdict[0]}: {verdict[1]}"
+        name = PREFIX + key
+        wpilib.SmartDashboard.putString(name, text)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = StringLogEntry(wpilib.DataLogManager.getLog(), name)
+        entry.append(text)
+        if verdict[0] != RUNNING:
+            level = logging.ERROR if verdict[0] in (FAIL, "REFUSED", "ABORTED") else logging.INFO
+            log.log(level, "pre-flight %s: %s", key, text)
+
+
+def _relation(leader: rev.SparkMax, follower: rev.SparkMax) -> int:
+    """How a follower's applied output relates to its leader's, as configured: +1 the same, -1
+    the opposite. The follower drives its leader's output as the motor sees it, after the
+    leader's inversion (its own inversion setting is ignored: REVLib's ``inverted``), so the
+    follower of an inverted leader reports the opposite sign, unless it follows inverted too."""
+    sign = -1 if leader.configAccessor.getInverted() else 1
+    return -sign if follower.configAccessor.getFollowerModeInverted() else sign
