@@ -12,6 +12,8 @@ feeds each check what it read this tick and acts on the answer.
   driven toward (a motor turning backward, an encoder counting backward). The
   wheel-speed loop then drives that side ever harder the wrong way.
 * :func:`config_failures`: which SPARK MAX configure() calls failed.
+* :class:`GyroWatch`: whether the gyro answers at all (it says so, reads NaN, or its
+  reading stops while the wheels turn the chassis).
 """
 
 from __future__ import annotations
@@ -167,3 +169,52 @@ def config_failures(devices: Iterable[tuple[int | str, object]]) -> str:
         if name != "kOk":
             failed.append(f"SPARK MAX {can_id}: {name}")
     return "; ".join(failed)
+
+
+class GyroWatch:
+    """Whether the gyro answers. It has stopped when it says so itself (an IMU's own check),
+    reads NaN, or reads exactly the same while the wheels turn the chassis (a real gyro's
+    reading always moves then) for ``GYRO_SILENT_S``. It is trusted again once its reading
+    has moved and it has answered for ``GYRO_TRUST_AGAIN_S``."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.ok = True
+        #: Why it was last found not answering ("" while it never was).
+        self.reason = ""
+        self.changes = 0  # times ``ok`` changed (the recorder and the alert follow it)
+        self._last: float | None = None
+        self._silent = 0.0
+        self._answering = 0.0
+        self._moved = False
+
+    def update(self, reading: float, connected: bool, wheel_turn_rate: float) -> bool:
+        period = self.period
+        if not connected:
+            why = "the gyro reports its sensor lost"
+        elif math.isnan(reading):
+            why = "the gyro reads NaN"
+        else:
+            why = ""
+            if reading == self._last:
+                if not -constants.GYRO_STILL_RADPS <= wheel_turn_rate <= constants.GYRO_STILL_RADPS:
+                    self._silent += period
+                    if self._silent >= constants.GYRO_SILENT_S - 1e-9:
+                        why = "the gyro's reading stopped while the wheels turn"
+            else:
+                self._silent = 0.0
+                self._moved = self._last is not None
+            self._last = reading
+        if why:
+            self._answering = 0.0
+            self._moved = False
+            if self.ok:
+                self.ok = False
+                self.reason = why
+                self.changes += 1
+        elif not self.ok:
+            self._answering += period
+            if self._moved and self._answering >= constants.GYRO_TRUST_AGAIN_S - 1e-9:
+                self.ok = True
+                self.changes += 1
+        return self.ok

@@ -10,10 +10,10 @@ ramps and driving never resumes with an old integral. How the wheels are
 driven (PWM or CAN, where the wheel loop runs) is the IO's business
 (``subsystems/drivetrain_io.py``).
 
-The turn-rate loop (:class:`TurnRateLoop`) makes the chassis turn at the
+The turn-rate loop (:class:`TurnRateLoop`, ``subsystems/turn_loop.py``) makes the chassis turn at the
 commanded rate as the gyro measures it, not as the wheel difference implies:
 wheels scrub on carpet, so a skid-steer chassis turns less than its wheel
-speeds say. :class:`GyroWatch` decides whether the gyro still answers; when
+speeds say. :class:`GyroWatch` (``subsystems/drive_checks.py``) decides whether the gyro still answers; when
 it stops, the wheel loops drive alone (the correction fades out, never a
 jump), a WPILib ``Alert`` shows and the recorder writes it to the data log.
 ``drive_volts`` applies voltages open loop (the SysId modes).
@@ -37,8 +37,11 @@ from wpimath.geometry import Pose2d, Rotation2d
 from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, DifferentialDriveOdometry
 
 import constants
-from subsystems.drive_checks import GyroAgreement, SideCheck, config_failures, volts_as_speed
+from subsystems.drive_checks import GyroAgreement, GyroWatch, SideCheck, config_failures, volts_as_speed
 from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, make_io, wheel_heading
+from subsystems.turn_loop import TurnRateLoop
+
+__all__ = ["BrownoutWatch", "Drivetrain", "GyroWatch", "TurnRateLoop"]
 
 _TAU = math.tau
 
@@ -49,152 +52,6 @@ def _limiter(rate: float | None) -> SlewRateLimiter | None:
 
 def _clamp(value: float, limit: float) -> float:
     return value if -limit < value < limit else math.copysign(limit, value)
-
-
-class TurnRateLoop:
-    """The turn rate the chassis really delivers, held to the commanded one by the gyro.
-
-    The commanded turn rates, summed over the ticks, give the heading the robot should
-    have; each tick the loop adds a correction to the commanded rate from how far the
-    gyro's heading is behind (P and I: a chassis that turns at a fixed share of what its
-    wheels say, as a scrubbing one does, is made up in full). The error is bounded, so a
-    robot pushed round is not spun back hard, and so is the correction."""
-
-    def __init__(self, period: float) -> None:
-        self.period = period
-        self.kp = constants.TURN_KP_RADPS_PER_RAD
-        self.ki = constants.TURN_KI_RADPS_PER_RAD_S
-        self.max_error = constants.TURN_MAX_ERROR_RAD
-        self.max_correction = constants.TURN_MAX_CORRECTION_RADPS
-        #: How fast a correction fades when the gyro stops answering (rad/s per s).
-        self.fade = (constants.MAX_ALPHA_RADPS2 or 6.0) * period
-        self.correction = 0.0
-        self._target: float | None = None  # the heading the robot should have, rad
-        self._integral = 0.0
-        self._last_omega = 0.0
-        #: The turn each of the last ticks' corrections added (rad): what a gyro found wrong
-        #: made the robot turn before it was found (the drivetrain sets the length).
-        self.recent: deque[float] = deque(maxlen=1)
-        self._owed = 0.0  # turn still to give back (rad)
-
-    def reset(self) -> None:
-        """Start again from wherever the robot points: no error, no integral, no correction."""
-        self._target = None
-        self._integral = 0.0
-        self._last_omega = 0.0
-        self.correction = 0.0
-        self.recent.clear()
-        self._owed = 0.0
-
-    def update(self, omega: float, heading: float) -> float:
-        """The correction (rad/s) to add to this tick's commanded ``omega``, from the gyro's
-        ``heading`` (rad, counter-clockwise) read at the start of the tick."""
-        target = self._target
-        if target is None:
-            target = heading
-        error = math.remainder(target - heading, _TAU)
-        max_error = self.max_error
-        if not -max_error <= error <= max_error:
-            error = math.copysign(max_error, error)
-            target = heading + error  # the rest is given up
-        period = self.period
-        correction = self.kp * error + self.ki * (self._integral + error * period)
-        limit = self.max_correction
-        if -limit < correction < limit:
-            self._integral += error * period  # no wind-up while the correction is at its bound
-        else:
-            correction = math.copysign(limit, correction)
-        # The wheels move from last tick's rate to this one's over the coming tick.
-        self._target = target + (self._last_omega + omega) * 0.5 * period
-        self._last_omega = omega
-        self.correction = correction
-        self.recent.append(correction * period)
-        return correction
-
-    def give_back(self) -> None:
-        """The gyro was wrong for the last ticks: what their corrections turned the robot is to
-        be turned back (by :meth:`fade_out`), so the wheels end where the commands alone put them."""
-        self._owed = -sum(self.recent)
-        self.recent.clear()
-
-    def hold(self) -> None:
-        """The outputs are off for a while (a brownout): the integral stays; the heading to hold
-        starts again from wherever the robot points when they return."""
-        self._target = None
-        self._last_omega = 0.0
-
-    def fade_out(self) -> float:
-        """No gyro to trust: the correction steps toward 0 (or toward giving back what
-        :meth:`give_back` owes) by at most the acceleration limit."""
-        self._target = None
-        self._integral = 0.0
-        self._last_omega = 0.0
-        correction = self.correction
-        fade = self.fade
-        owed = self._owed
-        want = _clamp(self.kp * owed, self.max_correction) if owed else 0.0
-        step = want - correction
-        correction = want if -fade <= step <= fade else correction + math.copysign(fade, step)
-        if owed:
-            owed -= correction * self.period
-            if abs(owed) < 1e-4 or owed * self._owed <= 0.0:
-                owed = 0.0  # given back
-            self._owed = owed
-        self.correction = correction
-        return correction
-
-    @property
-    def fading(self) -> bool:
-        return bool(self.correction or self._owed)
-
-
-class GyroWatch:
-    """Whether the gyro answers. It has stopped when it says so itself (an IMU's own check),
-    reads NaN, or reads exactly the same while the wheels turn the chassis (a real gyro's
-    reading always moves then) for ``GYRO_SILENT_S``. It is trusted again once its reading
-    has moved and it has answered for ``GYRO_TRUST_AGAIN_S``."""
-
-    def __init__(self, period: float) -> None:
-        self.period = period
-        self.ok = True
-        #: Why it was last found not answering ("" while it never was).
-        self.reason = ""
-        self.changes = 0  # times ``ok`` changed (the recorder and the alert follow it)
-        self._last: float | None = None
-        self._silent = 0.0
-        self._answering = 0.0
-        self._moved = False
-
-    def update(self, reading: float, connected: bool, wheel_turn_rate: float) -> bool:
-        period = self.period
-        if not connected:
-            why = "the gyro reports its sensor lost"
-        elif math.isnan(reading):
-            why = "the gyro reads NaN"
-        else:
-            why = ""
-            if reading == self._last:
-                if not -constants.GYRO_STILL_RADPS <= wheel_turn_rate <= constants.GYRO_STILL_RADPS:
-                    self._silent += period
-                    if self._silent >= constants.GYRO_SILENT_S - 1e-9:
-                        why = "the gyro's reading stopped while the wheels turn"
-            else:
-                self._silent = 0.0
-                self._moved = self._last is not None
-            self._last = reading
-        if why:
-            self._answering = 0.0
-            self._moved = False
-            if self.ok:
-                self.ok = False
-                self.reason = why
-                self.changes += 1
-        elif not self.ok:
-            self._answering += period
-            if self._moved and self._answering >= constants.GYRO_TRUST_AGAIN_S - 1e-9:
-                self.ok = True
-                self.changes += 1
-        return self.ok
 
 
 class BrownoutWatch:
