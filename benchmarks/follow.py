@@ -46,7 +46,7 @@ PATH = ROOT / "paths" / "figure8.csv"
 IMAGE = ROOT / "docs" / "images" / "follow.png"
 DROP_S = 1.0
 #: The weak right side: its share of the applied voltage (the robot's own velocity loops make it
-#: deliver 99.9 % of the speed; with ``BCNP_DRIVE_LOOPS=legacy`` about 90 %).
+#: deliver 99.9 % of the speed).
 RIGHT_SCALE = 0.85
 #: --follow must end this close to the path's end.
 TARGET_M = 0.10

@@ -62,6 +62,7 @@ LONGEST_FIRST = (
     "test_field_restart.py",  # 19
     "test_properties.py",  # 12
     "test_on_target.py",  # 12
+    "test_interlocks.py",  # 12
     "test_autonomous.py",  # 11
     "test_robot.py",  # 9
     "test_client.py",  # 8
@@ -70,12 +71,14 @@ LONGEST_FIRST = (
     "test_planners.py",  # 7
     "test_faults.py",  # 7
     "test_sysid.py",  # 7
+    "test_preflight.py",  # 6
     "test_modes.py",  # 6
     "test_cli.py",  # 6
     "test_transport_tcp.py",  # 6
     "test_queue.py",  # 6
     "test_wire.py",  # 5
     "test_parser.py",  # 5
+    "test_sim.py",  # 4
     "test_pyfrc_stock.py",  # 4
     "test_doc_examples.py",  # 4
 )

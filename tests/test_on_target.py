@@ -1,10 +1,9 @@
 """The robot drives what it was commanded on a drivetrain that is not the model.
 
-The pyfrc simulator with physics.py's disturbances on (a weak side, scrub, a tired
-battery, more mass, all at once), both wirings, judged by the simulated chassis'
-own pose and gyro (``physics.PhysicsEngine.drivesim``), never by what the code
-commanded. The thresholds are looser than benchmarks/on_target.py's targets; the
-legacy loops (``BCNP_DRIVE_LOOPS=legacy``) miss each by far (docs/on-target.md).
+The pyfrc simulator, its devices as their makers document them, with the disturbances on
+(a weak side, scrub, a tired battery, more mass, all at once), both wirings, judged by the
+simulated chassis' own pose and gyro (``physics.PhysicsEngine.drivesim``), never by what the
+code commanded. The thresholds are looser than benchmarks/on_target.py's targets.
 """
 
 from __future__ import annotations
