@@ -93,6 +93,7 @@ class PhysicsEngine:
         self.trail_object = field.getObject("Trail")
         self.ticks = 0
         self.elapsed = 0.0
+        self._pending = 0.0  # simulated time not yet stepped (less than one device step)
 
         nt.move_persistence_out_of(PROJECT_DIR, SIM_DIR)
         nt.move_server(settings.nt_port, SIM_DIR)
@@ -107,21 +108,24 @@ class PhysicsEngine:
         chassis, devices, battery = self.chassis, self.devices, self.battery
         vbus = battery.volts
         devices.begin(wpilib.DriverStation.isEnabled() and not battery.browned_out)
+        # Whole steps of the devices' own period (the SPARK MAX's 1 ms loop): a tick a little
+        # longer or shorter than 20 ms in real time leaves the rest for the next.
         step = devices.step_s
-        steps = max(1, math.ceil(tm_diff / step - 1e-9))
-        dt = tm_diff / steps
+        self._pending += tm_diff
+        steps = int(self._pending / step + 1e-6)
+        self._pending -= steps * step
         t = self.elapsed
         for _ in range(steps):
             left, right = devices.volts(chassis, vbus)
-            chassis.step(left, right, dt)
-            t += dt
+            chassis.step(left, right, step)
+            t += step
             devices.sense(chassis, t)
-        self.elapsed += tm_diff
+        self.elapsed = t
         devices.report(chassis, vbus)
         model = chassis.model
         rate = math.degrees((model.getRightVelocity() - model.getLeftVelocity()) / chassis.track_m)
-        self.gyro.sense(model.getHeading().degrees(), rate, self.elapsed, tm_diff)
-        battery.update(chassis.current())
+        self.gyro.sense(model.getHeading().degrees(), rate, self.elapsed, steps * step)
+        battery.update(chassis.supply_current(vbus))
 
         pose = model.getPose()
         self.field.setRobotPose(pose)

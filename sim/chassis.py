@@ -12,7 +12,9 @@ robot.
 Two motors on one gearbox turn at the same speed: their torques add, which is one motor
 pair at the mean of their voltages (brake mode: a motor at 0 V is shorted and brakes). A
 motor idling in coast has its leads open: no current, no torque, which is a terminal
-voltage equal to its back-EMF (speed / Kv, WPILib's ``DCMotor``).
+voltage equal to its back-EMF (speed / Kv, WPILib's ``DCMotor``). The battery supplies what
+the motors draw (terminal voltage times current), not their current: a controller at a
+duty cycle d draws about d times its motor's current.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Chassis:
         disturbances: Disturbances,
     ) -> None:
         self.motor = motor  # one motor
+        self.motors_per_side = motors_per_side
+        self.power_w = 0.0
         self.gear_ratio = gear_ratio
         self.wheel_radius_m = wheel_radius_m
         self.disturbances = disturbances
@@ -109,16 +113,32 @@ class Chassis:
         return self.motor_speed(side) / self._kv
 
     def step(self, left: list[float], right: list[float], dt: float) -> None:
-        """Integrate ``dt`` seconds with each motor's terminal voltage (its own sense)."""
+        """Integrate ``dt`` seconds with each motor's terminal voltage (its own sense): each list
+        is a side's controllers, each driving an equal share of the side's motors."""
         model = self.model
         d = self.disturbances
-        left_v = sum(left) / len(left) * MOTOR_MOUNT[0]
-        right_v = sum(right) / len(right) * MOTOR_MOUNT[1] * d.right_scale
+        resistance = self.motor.R
+        power = 0.0
+        inputs = []
+        for side, volts in enumerate((left, right)):
+            emf = self.back_emf(side)
+            scale = d.right_scale if side == 1 else 1.0
+            share = self.motors_per_side / len(volts)
+            total = 0.0
+            for v in volts:
+                if v != emf:  # a weak side gets less of what is driven (a coasting motor: nothing)
+                    v *= scale
+                power += v * (v - emf) / resistance * share  # what the motors draw, W
+                total += v
+            inputs.append(total / len(volts) * MOTOR_MOUNT[side])
+        self.power_w = power
         model.setInputs(
-            after_friction(left_v, model.getLeftVelocity(), d.friction_v),
-            after_friction(right_v, model.getRightVelocity(), d.friction_v),
+            after_friction(inputs[0], model.getLeftVelocity(), d.friction_v),
+            after_friction(inputs[1], model.getRightVelocity(), d.friction_v),
         )
         model.update(dt)
 
-    def current(self) -> float:
-        return self.model.getCurrentDraw()
+    def supply_current(self, vbus: float) -> float:
+        """The current the drive draws from the battery (A) at the last step: the power the
+        motors take over the bus voltage (a braking, shorted motor draws none)."""
+        return max(0.0, self.power_w / vbus) if vbus > 0.0 else 0.0

@@ -79,6 +79,12 @@ class FpgaEncoder:
         self._distance = distance
         self._rate = self.delay(self.rate.sample(distance, now_s))
 
+    def sample_exact(self, wheel_m: float, wheel_mps: float) -> None:
+        """The ideal encoder: the wheel's distance and speed as they are (the speed through the
+        velocity-delay fault)."""
+        self._distance = wheel_m * self.sign
+        self._rate = self.delay(wheel_mps * self.sign)
+
     def report(self) -> None:
         dpp = self.distance_per_pulse
         self.sim.setCount(int(self._distance // dpp) if dpp > 0 else 0)

@@ -13,8 +13,9 @@ tuned on REVLib's simulation is 1000 times too strong on a controller (docs/robo
 * P + I + D + the configured feedforward, bounded to the slot's output range, plus the
   arbitrary feedforward (volts over the bus voltage, or duty);
 * velocity from the encoder through the configured filter (:class:`sim.sensors.RevVelocityFilter`);
-* the current limit: a NEO's smart limit (the stall limit falling linearly to the free limit
-  at the limit RPM), a brushed motor's secondary limit (as a bound on the current),
+* the current limit: a NEO's smart limit (REVLib's docstring: the stall limit up to the limit
+  RPM, then linearly to the free limit at free speed), a brushed motor's secondary limit (as a
+  bound on the current),
   the idle mode when neutral (brake: leads shorted; coast: open), neutral while the robot is
   disabled or browned out, the integrator held then;
 * followers drive their leader's output, inverted if so configured; a controller not
@@ -86,12 +87,13 @@ class SparkMaxFirmware:
         brushless = spark.getMotorType() == rev.SparkLowLevel.MotorType.kBrushless
         if brushless:  # the smart limit: brushless only (REVLib's docs)
             self.stall_limit_a = float(config.getSmartCurrentLimit())
-            self.free_limit_a = float(config.getSmartCurrentFreeLimit())
+            free = float(config.getSmartCurrentFreeLimit())
+            self.free_limit_a = free if free > 0 else self.stall_limit_a
             self.limit_rpm = float(config.getSmartCurrentRPMLimit())
         else:  # the secondary limit, if set (0: none)
             secondary = float(config.getSecondaryCurrentLimit())
             self.stall_limit_a = self.free_limit_a = secondary if secondary > 0 else math.inf
-            self.limit_rpm = 1.0
+            self.limit_rpm = math.inf
         loop = config.closedLoop
         self.kp, self.ki, self.kd = loop.getP(), loop.getI(), loop.getD()
         self.izone, self.imax = loop.getIZone(), loop.getMaxIAccumulation()
@@ -115,13 +117,14 @@ class SparkMaxFirmware:
         self.sensor_sign = self.inverted * sensor_sign
         self.position_factor = encoder.getPositionConversionFactor()
         self.velocity_factor = encoder.getVelocityConversionFactor()
+        # Position and velocity travel together in periodic status frame 2, at the shorter of
+        # their configured periods, on the controller's own clock.
         signals = config.signals
-        self.velocity_frame = StatusFrame(
-            signals.getPrimaryEncoderVelocityPeriodMs() / 1000, rng.uniform(0.0, 0.02)
+        period_ms = min(
+            signals.getPrimaryEncoderVelocityPeriodMs(), signals.getPrimaryEncoderPositionPeriodMs()
         )
-        self.position_frame = StatusFrame(
-            signals.getPrimaryEncoderPositionPeriodMs() / 1000, rng.uniform(0.0, 0.02)
-        )
+        self.frame = StatusFrame(period_ms / 1000, rng.uniform(0.0, period_ms / 1000))
+        self._frame_position = 0.0
         self.delay = DelayLine(velocity_delay_s, LOOP_S)
         self.i_state = 0.0
         self._i_written = 0.0
@@ -163,8 +166,8 @@ class SparkMaxFirmware:
         sim.setAppliedOutput(self.duty)
         sim.setBusVoltage(vbus)
         sim.setMotorCurrent(abs(self.current_a))
-        self.encoder_sim.setVelocity(self.velocity_frame.value)
-        self.encoder_sim.setPosition(self.position_frame.value)
+        self.encoder_sim.setVelocity(self.frame.value)
+        self.encoder_sim.setPosition(self._frame_position)
         self.controller.setIAccum(self.i_state)
         self._i_written = self.controller.getIAccum()
 
@@ -175,10 +178,9 @@ class SparkMaxFirmware:
         rotations = motor_rotations * self.sensor_sign
         self.position = rotations * self.position_factor
         self.velocity = self.delay(self.filter.sample(rotations) * self.velocity_factor)
-        if self.velocity_frame.due(now_s):
-            self.velocity_frame.send(now_s, self.velocity)
-        if self.position_frame.due(now_s):
-            self.position_frame.send(now_s, self.position)
+        if self.frame.due(now_s):
+            self.frame.send(now_s, self.velocity)
+            self._frame_position = self.position
 
     def control(self, vbus: float, enabled: bool) -> None:
         """One firmware loop: this controller's duty cycle (its own sense)."""
@@ -226,9 +228,12 @@ class SparkMaxFirmware:
         volts = self.motor_duty * vbus * self.polarity
         motor = self.motor
         rpm = abs(back_emf * motor.Kv) * _RAD_PER_S_TO_RPM
-        limit = self.stall_limit_a + (self.free_limit_a - self.stall_limit_a) * min(
-            1.0, rpm / max(self.limit_rpm, 1.0)
-        )
+        limit = self.stall_limit_a
+        free_rpm = motor.freeSpeed * _RAD_PER_S_TO_RPM
+        if rpm > self.limit_rpm and free_rpm > self.limit_rpm:  # toward the free limit at free speed
+            share = min(1.0, (rpm - self.limit_rpm) / (free_rpm - self.limit_rpm))
+            limit += (self.free_limit_a - self.stall_limit_a) * share
+
         current = (volts - back_emf) / motor.R
         if current > limit:
             volts = back_emf + limit * motor.R

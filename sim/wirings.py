@@ -65,16 +65,14 @@ class KitbotDevices:
         return [left_v], [right_v]
 
     def sense(self, chassis: Chassis, now_s: float) -> None:
-        if not self.documented:
-            return
         for side, encoder in enumerate(self.encoders):
-            encoder.sample(chassis.wheel_position(side), now_s)
+            if self.documented:
+                encoder.sample(chassis.wheel_position(side), now_s)
+            else:
+                encoder.sample_exact(chassis.wheel_position(side), chassis.wheel_velocity(side))
 
     def report(self, chassis: Chassis, vbus: float) -> None:
-        for side, encoder in enumerate(self.encoders):
-            if not self.documented:
-                encoder.sample(chassis.wheel_position(side), 0.0)
-                encoder._rate = encoder.delay(chassis.wheel_velocity(side) * encoder.sign)
+        for encoder in self.encoders:
             encoder.report()
 
 
@@ -133,18 +131,21 @@ class SparkMaxDevices:
         self, leader: SparkMaxFirmware, chassis: Chassis, side: int, vbus: float, enabled: bool
     ) -> None:
         """REVLib's own simulation of the leader's loop, on the exact wheel speed."""
-        velocity = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign * leader.velocity_factor
-        leader.sim.iterate(velocity, vbus, self.step_s)
+        leader.sim.iterate(leader.velocity, vbus, self.step_s)
         leader.neutral = not enabled
         leader.duty = leader.sim.getAppliedOutput() if enabled else 0.0
         leader.motor_duty = leader.duty * leader.inverted
 
     def sense(self, chassis: Chassis, now_s: float) -> None:
         self._time = now_s
-        if not self.documented:
-            return
         for side, leader in enumerate(self.leaders):
-            leader.measure(chassis.motor_rotations(side), now_s)
+            if self.documented:
+                leader.measure(chassis.motor_rotations(side), now_s)
+            else:  # exact, and at once (but for the velocity-delay fault)
+                rotations = chassis.motor_rotations(side) * leader.sensor_sign
+                rpm = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign
+                leader.position = rotations * leader.position_factor
+                leader.velocity = leader.delay(rpm * leader.velocity_factor)
 
     def report(self, chassis: Chassis, vbus: float) -> None:
         for controller in self.controllers:
@@ -152,14 +153,12 @@ class SparkMaxDevices:
                 controller.sim.setAppliedOutput(controller.duty)
                 controller.sim.setBusVoltage(vbus)
                 controller.sim.setMotorCurrent(abs(controller.current_a))
-        for side, leader in enumerate(self.leaders):
+        for leader in self.leaders:
             if self.documented:
                 leader.report(vbus)
             else:
-                rotations = chassis.motor_rotations(side) * leader.sensor_sign
-                rpm = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign
-                leader.encoder_sim.setPosition(rotations * leader.position_factor)
-                leader.encoder_sim.setVelocity(rpm * leader.velocity_factor)
+                leader.encoder_sim.setPosition(leader.position)
+                leader.encoder_sim.setVelocity(leader.velocity)
 
 
 def wiring_devices(

