@@ -156,6 +156,13 @@ DRIVE_CHECK_MIN_AGAINST_MPS = 0.15
 DRIVE_CHECK_CLOSING_MPS = 0.05
 DRIVE_CHECK_CLOSING_S = 0.06
 DRIVE_AGAINST_S = 0.08
+#: The chassis spinning where its wheels say it goes straight (a side driven backward with its
+#: encoder, as a wrong SPARKMAX_RIGHT_INVERTED does; or a gyro reporting a turn that is not
+#: there) stops the drivetrain until the next enable too: the gyro beyond SPIN_CHECK_MIN_RADPS,
+#: the wheels' rate within SPIN_CHECK_WHEEL_SHARE of it either way, for SPIN_CHECK_S.
+SPIN_CHECK_MIN_RADPS = 1.0
+SPIN_CHECK_WHEEL_SHARE = 0.3
+SPIN_CHECK_S = 0.1
 
 # -- teleop -------------------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ feeds each check what it read this tick and acts on the answer.
 * :class:`SideCheck`: whether a side's measured speed runs against what it is
   driven toward (a motor turning backward, an encoder counting backward). The
   wheel-speed loop then drives that side ever harder the wrong way.
+* :class:`SpinCheck`: whether the chassis spins where the wheels say it goes straight (a
+  side driven backward with its encoder, as a wrong SPARK MAX inversion does).
 * :func:`config_failures`: which SPARK MAX configure() calls failed.
 * :class:`GyroWatch`: whether the gyro answers at all (it says so, reads NaN, or its
   reading stops while the wheels turn the chassis).
@@ -147,6 +149,54 @@ class SideCheck:
             self.fault = (
                 f"{self.name} side runs against its command ({measured:+.2f} m/s driven toward"
                 f" {command:+.2f} m/s): a motor turning backward or an encoder counting backward"
+            )
+        return self.fault
+
+
+class SpinCheck:
+    """The chassis turning hard where the wheels say it goes nearly straight.
+
+    A side driven backward with its own encoder turning with it (a SPARK MAX whose motor
+    inversion is wrong: its encoder follows the motor) reads as driving forward while the
+    chassis spins in place. To the sensors that is a gyro reporting a turn that is not there,
+    which :class:`GyroAgreement` distrusts, and the wheel loops alone would then spin on. The
+    gyro turning faster than ``SPIN_CHECK_MIN_RADPS`` with the wheels' rate under
+    ``SPIN_CHECK_WHEEL_SHARE`` of it, the same way or none, for ``SPIN_CHECK_S`` while the
+    drivetrain drives: whichever is wrong, the robot is not doing what it is told."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self._spinning = 0.0
+        #: Why it tripped ("" while it has not).
+        self.fault = ""
+
+    def reset(self) -> None:
+        self._spinning = 0.0
+        self.fault = ""
+
+    def update(self, gyro_rate: float | None, wheel_rate: float) -> str:
+        """The gyro's turn rate (None without a gyro) and the wheels' (rad/s, counter-clockwise);
+        why it is a fault ("" while it is not)."""
+        if self.fault:
+            return self.fault
+        if gyro_rate is None or not math.isfinite(gyro_rate) or not math.isfinite(wheel_rate):
+            self._spinning = 0.0
+            return ""
+        spinning = (
+            abs(gyro_rate) > constants.SPIN_CHECK_MIN_RADPS
+            and wheel_rate * math.copysign(1.0, gyro_rate) < constants.SPIN_CHECK_WHEEL_SHARE * abs(gyro_rate)
+            and wheel_rate * math.copysign(1.0, gyro_rate)
+            > -constants.SPIN_CHECK_WHEEL_SHARE * abs(gyro_rate)
+        )
+        if not spinning:
+            self._spinning = 0.0
+            return ""
+        self._spinning += self.period
+        if self._spinning >= constants.SPIN_CHECK_S - 1e-9:
+            self.fault = (
+                f"the chassis turns at {gyro_rate:+.2f} rad/s by the gyro where the wheels say"
+                f" {wheel_rate:+.2f}: a side turning backward with its encoder (a SPARK MAX's"
+                " inversion?) or a gyro reporting a turn that is not there"
             )
         return self.fault
 

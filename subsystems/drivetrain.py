@@ -37,7 +37,14 @@ from wpimath.geometry import Pose2d, Rotation2d
 from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, DifferentialDriveOdometry
 
 import constants
-from subsystems.drive_checks import GyroAgreement, GyroWatch, SideCheck, config_failures, volts_as_speed
+from subsystems.drive_checks import (
+    GyroAgreement,
+    GyroWatch,
+    SideCheck,
+    SpinCheck,
+    config_failures,
+    volts_as_speed,
+)
 from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, make_io, wheel_heading
 from subsystems.turn_loop import TurnRateLoop
 
@@ -123,6 +130,7 @@ class Drivetrain:
         self.odometry = DifferentialDriveOdometry(Rotation2d(), 0.0, 0.0)
         #: Each side's speed against its command: a trip stops the drivetrain until the next enable.
         self.side_checks = (SideCheck("left", self.period), SideCheck("right", self.period))
+        self.spin_check = SpinCheck(self.period)
         #: Why the drivetrain is stopped until the next enable ("" while it is not).
         self.drive_fault = ""
         self.drive_fault_alert = wpilib.Alert(
@@ -327,6 +335,9 @@ class Drivetrain:
         fault = left.update(commands[0], inputs.left_velocity_mps) or right.update(
             commands[1], inputs.right_velocity_mps
         )
+        if not fault:
+            wheel_rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
+            fault = self.spin_check.update(inputs.turn_rate_radps, wheel_rate)
         if fault:
             self.drive_fault = fault
             self.drive_fault_alert.setText(f"Drivetrain stopped until the next enable: {fault}")
@@ -339,6 +350,7 @@ class Drivetrain:
         self.drive_fault_alert.set(False)
         for check in self.side_checks:
             check.reset()
+        self.spin_check.reset()
 
     def _config_errors(self) -> str:
         errors = getattr(self.io, "config_errors", None)

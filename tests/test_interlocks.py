@@ -52,6 +52,8 @@ def fault(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
         monkeypatch.setenv("BCNP_SIM_RIGHT_REVERSED", "1")
     elif name == "right encoder reversed":
         monkeypatch.setattr(constants, "RIGHT_ENCODER_REVERSED", False)
+    elif name == "right not inverted":
+        monkeypatch.setattr(constants, "SPARKMAX_RIGHT_INVERTED", False)
     elif name == "scrub":
         monkeypatch.setenv("BCNP_SIM_SCRUB", "1.25")
     elif name == "config fails":
@@ -268,6 +270,28 @@ def test_a_kitbot_with_the_right_encoder_reversal_wrong_trips(sim: Sim, truth: P
         sim.run(0.25, host)
         assert sim.drivetrain.drive_fault.startswith("right side runs against its command")
         sim.run(1.75, host)
+    moved = drivesim.getPose().relativeTo(start)
+    assert math.hypot(moved.X(), moved.Y()) <= 0.3 and abs(moved.rotation().radians()) <= 0.5
+
+
+@pytest.mark.parametrize("fault", ["right not inverted"], indirect=True)
+@pytest.mark.parametrize("wiring", ["sparkmax"], indirect=True)
+def test_a_spark_max_side_left_uninverted_spins_no_further_than_a_quarter_turn(
+    sim: Sim, truth: Physics
+) -> None:
+    """The SPARK MAX's encoder follows its motor's inversion: with SPARKMAX_RIGHT_INVERTED
+    wrong the right side drives backward while its encoder reads forward, so no side runs
+    against its command; only the gyro sees the chassis spin, and distrusting it left the wheel
+    loops spinning the robot on the spot (3 rad/s, 5.6 rad in 2 s). The spin check stops it."""
+    sim.tick(5)
+    drivesim = truth.drivesim
+    start = drivesim.getPose()
+    with sim.connect() as host:
+        sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
+        sim.run(0.3, host)
+        assert sim.drivetrain.drive_fault.startswith("the chassis turns at")
+        assert sim.string("Network/DriveFault") == sim.drivetrain.drive_fault
+        sim.run(1.7, host)
     moved = drivesim.getPose().relativeTo(start)
     assert math.hypot(moved.X(), moved.Y()) <= 0.3 and abs(moved.rotation().radians()) <= 0.5
 
