@@ -101,22 +101,23 @@ class BcnpRobot(wpilib.TimedRobot):
         self.recorder.tick(self.drivetrain)
 
     # WPILib calls each Init once, on entering the mode, before that tick's robotPeriodic:
-    # the mode is named for the keys, and the drive loops start with no integral carried over.
+    # the mode is named for the keys, the drive loops start with no integral carried over, and
+    # an enable after a disable clears a drive fault.
     def disabledInit(self) -> None:
         self.mode.name = "disabled"
-        self.drivetrain.reset_loops()
+        self.drivetrain.mode_started(enabled=False)
 
     def teleopInit(self) -> None:
         self.mode.name = "teleop"
-        self.drivetrain.reset_loops()
+        self.drivetrain.mode_started(enabled=True)
 
     def testInit(self) -> None:
         self.mode.name = "test"
-        self.drivetrain.reset_loops()
+        self.drivetrain.mode_started(enabled=True)
 
     def autonomousInit(self) -> None:
         self.mode.name = "autonomous"
-        self.drivetrain.reset_loops()
+        self.drivetrain.mode_started(enabled=True)
         self.automodes.start()
 
     def autonomousExit(self) -> None:

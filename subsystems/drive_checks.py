@@ -53,13 +53,20 @@ class GyroAgreement:
         self.reason = ""
         self._gyro: deque[float] = deque(maxlen=self.window)
         self._wheels: deque[float] = deque(maxlen=self.window)
+        self._turned = self._wheel_turn = 0.0  # the windows' sums
         self._disagree = 0.0
         self._agree = 0.0
+        # Read once: the check runs every tick.
+        self._tolerance = constants.GYRO_CHECK_TOLERANCE_RAD
+        self._lag_per_rate = constants.GYRO_CHECK_LAG_S / (2 * period)
+        self._min_share = constants.GYRO_CHECK_MIN_SHARE
+        self._max_share = constants.GYRO_CHECK_MAX_SHARE
 
     def reset(self) -> None:
         """Forget the window (the gyro was not answering, or the readings jumped)."""
         self._gyro.clear()
         self._wheels.clear()
+        self._turned = self._wheel_turn = 0.0
         self._disagree = 0.0
         self._agree = 0.0
 
@@ -67,18 +74,22 @@ class GyroAgreement:
         """This tick's heading change by the gyro and by the wheels (rad, counter-clockwise);
         whether the gyro is trusted."""
         gyro, wheels = self._gyro, self._wheels
+        full = len(wheels) == self.window
+        if full:  # the oldest leaves the sums as the newest comes in
+            self._turned -= gyro[0]
+            self._wheel_turn -= wheels[0]
         gyro.append(gyro_delta)
         wheels.append(wheel_delta)
-        if len(wheels) < self.window:
+        self._turned = turned = self._turned + gyro_delta
+        self._wheel_turn = wheel_turn = self._wheel_turn + wheel_delta
+        if not full and len(wheels) < self.window:
             return self.ok
-        turned = sum(gyro)
-        wheel_turn = sum(wheels)
         # The wheels' turn rate at the window's end less at its start, each over two ticks
         # (one tick's change is a count or two of the encoders).
-        rate_change = (wheels[-1] + wheels[-2] - wheels[0] - wheels[1]) / (2 * self.period)
-        tolerance = constants.GYRO_CHECK_TOLERANCE_RAD + constants.GYRO_CHECK_LAG_S * abs(rate_change)
-        a = wheel_turn * constants.GYRO_CHECK_MIN_SHARE
-        b = wheel_turn * constants.GYRO_CHECK_MAX_SHARE
+        change = wheels[-1] + wheels[-2] - wheels[0] - wheels[1]
+        tolerance = self._tolerance + self._lag_per_rate * (change if change >= 0.0 else -change)
+        a = wheel_turn * self._min_share
+        b = wheel_turn * self._max_share
         low, high = (a, b) if a <= b else (b, a)
         period = self.period
         if low - tolerance <= turned <= high + tolerance:
@@ -117,6 +128,9 @@ class SideCheck:
         self.period = period
         self._speeds: deque[float] = deque(maxlen=_ticks(constants.DRIVE_CHECK_CLOSING_S, period) + 1)
         self._against = 0.0
+        self._min_command = constants.DRIVE_CHECK_MIN_COMMAND_MPS
+        self._min_against = constants.DRIVE_CHECK_MIN_AGAINST_MPS
+        self._closing = constants.DRIVE_CHECK_CLOSING_MPS
         #: Why it tripped ("" while it has not).
         self.fault = ""
 
@@ -137,9 +151,9 @@ class SideCheck:
             return ""
         direction = 1.0 if command > 0.0 else -1.0
         against = (
-            abs(command) > constants.DRIVE_CHECK_MIN_COMMAND_MPS
-            and measured * direction < -constants.DRIVE_CHECK_MIN_AGAINST_MPS
-            and (measured - speeds[0]) * direction <= constants.DRIVE_CHECK_CLOSING_MPS
+            (command > self._min_command or command < -self._min_command)
+            and measured * direction < -self._min_against
+            and (measured - speeds[0]) * direction <= self._closing
         )
         if not against:
             self._against = 0.0
@@ -169,6 +183,8 @@ class SpinCheck:
         self._spinning = 0.0
         #: Why it tripped ("" while it has not).
         self.fault = ""
+        self._min_rate = constants.SPIN_CHECK_MIN_RADPS
+        self._share = constants.SPIN_CHECK_WHEEL_SHARE
 
     def reset(self) -> None:
         self._spinning = 0.0
@@ -179,16 +195,12 @@ class SpinCheck:
         why it is a fault ("" while it is not)."""
         if self.fault:
             return self.fault
-        if gyro_rate is None or not math.isfinite(gyro_rate) or not math.isfinite(wheel_rate):
+        # Slow turns first (nearly every tick); NaN compares false, so it never spins.
+        if gyro_rate is None or not (gyro_rate > self._min_rate or gyro_rate < -self._min_rate):
             self._spinning = 0.0
             return ""
-        spinning = (
-            abs(gyro_rate) > constants.SPIN_CHECK_MIN_RADPS
-            and wheel_rate * math.copysign(1.0, gyro_rate) < constants.SPIN_CHECK_WHEEL_SHARE * abs(gyro_rate)
-            and wheel_rate * math.copysign(1.0, gyro_rate)
-            > -constants.SPIN_CHECK_WHEEL_SHARE * abs(gyro_rate)
-        )
-        if not spinning:
+        bound = self._share * abs(gyro_rate)
+        if not -bound < wheel_rate < bound:  # turning with the gyro (or against it: reversed)
             self._spinning = 0.0
             return ""
         self._spinning += self.period

@@ -62,9 +62,10 @@ def _clamp(value: float, limit: float) -> float:
 
 
 class BrownoutWatch:
-    """The roboRIO's brownout as the code sees it: the roboRIO says so, or the battery is below
-    its brownout voltage; then until the battery is back above ``RECOVER_V``, as the roboRIO
-    keeps its outputs off (WPILib, "roboRIO Brownout and Understanding Current Draw")."""
+    """The roboRIO's brownout as the code sees it: the battery below its brownout voltage, then
+    until it is back above ``RECOVER_V``, as the roboRIO keeps its outputs off (WPILib, "roboRIO
+    Brownout and Understanding Current Draw"). Read from the voltage rather than
+    ``isBrownedOut()``, which the simulator's HAL never sets."""
 
     RECOVER_V = 7.5
 
@@ -73,7 +74,7 @@ class BrownoutWatch:
         self.active = False
 
     def update(self, battery_v: float) -> bool:
-        if battery_v < self.threshold or wpilib.RobotController.isBrownedOut():
+        if battery_v < self.threshold:  # the roboRIO decides on the same input voltage
             self.active = True
         elif battery_v > self.RECOVER_V:
             self.active = False
@@ -201,6 +202,14 @@ class Drivetrain:
         if self.turn is not None:
             self.turn.reset()
 
+    def mode_started(self, enabled: bool) -> None:
+        """A driver-station mode began (its ``Init``): enabled after being disabled, a drive
+        fault is cleared (a new enable is a new try); every mode starts with no integral."""
+        if enabled and not self._was_enabled and self.drive_fault:
+            self._clear_drive_fault()
+        self._was_enabled = enabled
+        self.reset_loops()
+
     # -- actuation ------------------------------------------------------------------------
 
     def periodic(self) -> None:
@@ -215,10 +224,6 @@ class Drivetrain:
         self.io.update_inputs(inputs)  # first: the loops act on this tick's readings
         if not self._started:
             self._start()
-        enabled = wpilib.DriverStation.isEnabled()
-        if enabled and not self._was_enabled and self.drive_fault:
-            self._clear_drive_fault()  # a new enable is a new try
-        self._was_enabled = enabled
         wheel_rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
         heading = self._heading(wheel_rate)
         self.odometry.update(heading, inputs.left_position_m, inputs.right_position_m)
