@@ -140,6 +140,9 @@ def main() -> int:
         parser.error("--team: a team number from 1 to 25599")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # to a pipe or a log, too
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # systemctl stop: as Ctrl-C
+    # Ctrl-C and `kill -INT` stop it however it was started: a shell starts a program run in the
+    # background (`&`, a script's) with SIGINT ignored, and Python then leaves it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     policy = ReconnectPolicy(give_up_after=args.give_up_after)
     robot = Client(SCHEMA, address(args), args.port, udp=args.udp, reconnect=policy)
     driver = Driver(robot, square(), lead_s=0.15 if args.udp else 1.0)
