@@ -105,7 +105,6 @@ class SparkMaxDevices:
         )
         self.controllers = tuple(c for side in self.sides for c in side)
         self._enabled = True
-        self._time = 0.0
 
     def begin(self, enabled: bool) -> None:
         self._enabled = enabled
@@ -137,7 +136,6 @@ class SparkMaxDevices:
         leader.motor_duty = leader.duty * leader.inverted
 
     def sense(self, chassis: Chassis, now_s: float) -> None:
-        self._time = now_s
         for side, leader in enumerate(self.leaders):
             if self.documented:
                 leader.measure(chassis.motor_rotations(side), now_s)

@@ -17,7 +17,7 @@ from test_on_target import arc, unicycle
 from test_recording import mark, read_log, read_log_after
 from test_robot import TICK, Physics, Sim, cmd
 from wpilib import SmartDashboard
-from wpimath.geometry import Rotation2d
+from wpimath.geometry import Pose2d, Rotation2d
 
 import constants
 from subsystems import drive_checks
@@ -257,20 +257,28 @@ def test_a_side_whose_motors_turn_backward_stops_the_drivetrain_until_the_next_e
         assert sim.drivetrain.drive_fault and sim.motors() == (0.0, 0.0)
 
 
-@pytest.mark.parametrize("fault", ["right encoder reversed"], indirect=True)
-@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
-def test_a_kitbot_with_the_right_encoder_reversal_wrong_trips(sim: Sim, truth: Physics) -> None:
-    """Old code: the right encoder counting backward, its loop drove the right side at full
-    output: the robot spun 7.3 rad in 2 s. Now stopped after 0.16 s, 0.07 m and 0.04 rad."""
+def one_metre_per_second_for_2_s(sim: Sim, truth: Physics, look_at_s: float) -> tuple[str, Pose2d]:
+    """A host's 1 m/s for 2 s: the drive fault (the key, checked against the drivetrain's own)
+    ``look_at_s`` into it, and how far the chassis truly moved by the end."""
     sim.tick(5)
     drivesim = truth.drivesim
     start = drivesim.getPose()
     with sim.connect() as host:
         sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
-        sim.run(0.25, host)
-        assert sim.drivetrain.drive_fault.startswith("right side runs against its command")
-        sim.run(1.75, host)
-    moved = drivesim.getPose().relativeTo(start)
+        sim.run(look_at_s, host)
+        fault = sim.string("Network/DriveFault")
+        assert fault == sim.drivetrain.drive_fault
+        sim.run(2.0 - look_at_s, host)
+    return fault, drivesim.getPose().relativeTo(start)
+
+
+@pytest.mark.parametrize("fault", ["right encoder reversed"], indirect=True)
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_a_kitbot_with_the_right_encoder_reversal_wrong_trips(sim: Sim, truth: Physics) -> None:
+    """Old code: the right encoder counting backward, its loop drove the right side at full
+    output: the robot spun 7.3 rad in 2 s. Now stopped after 0.16 s, 0.07 m and 0.04 rad."""
+    fault, moved = one_metre_per_second_for_2_s(sim, truth, look_at_s=0.25)
+    assert fault.startswith("right side runs against its command")
     assert math.hypot(moved.X(), moved.Y()) <= 0.3 and abs(moved.rotation().radians()) <= 0.5
 
 
@@ -283,16 +291,8 @@ def test_a_spark_max_side_left_uninverted_spins_no_further_than_a_quarter_turn(
     wrong the right side drives backward while its encoder reads forward, so no side runs
     against its command; only the gyro sees the chassis spin, and distrusting it left the wheel
     loops spinning the robot on the spot (3 rad/s, 5.6 rad in 2 s). The spin check stops it."""
-    sim.tick(5)
-    drivesim = truth.drivesim
-    start = drivesim.getPose()
-    with sim.connect() as host:
-        sim.deliver(host.send, [cmd(1.0, ms=2000)], clear_queue=True)
-        sim.run(0.3, host)
-        assert sim.drivetrain.drive_fault.startswith("the chassis turns at")
-        assert sim.string("Network/DriveFault") == sim.drivetrain.drive_fault
-        sim.run(1.7, host)
-    moved = drivesim.getPose().relativeTo(start)
+    fault, moved = one_metre_per_second_for_2_s(sim, truth, look_at_s=0.3)
+    assert fault.startswith("the chassis turns at")
     assert math.hypot(moved.X(), moved.Y()) <= 0.3 and abs(moved.rotation().radians()) <= 0.5
 
 
