@@ -17,6 +17,11 @@ a sagging battery or a controller's current limit shows), the wheel's distance (
 speed (m/s) as the drivetrain read them at the start of that tick; when the test ends,
 the state "none". SysId opens the .wpilog as it is (docs/robot.md, "SysId").
 
+"SysId: all four tests" (:class:`AllFourTests`) runs the four in one enable, the robot
+standing still ``REST_S`` between them, so that one data log holds everything SysId fits
+from: the one way to get there where nothing re-enables autonomous between tests (a headless
+simulator, ``BCNP_SIM_AUTO_MODE``), and one selection instead of four in a pit.
+
 The queue is left alone: a host's commands are queued and reported but never run, as in
 "Do nothing".
 """
@@ -42,6 +47,9 @@ LOG_NAME = "drivetrain"
 MOTORS = ("drive-left", "drive-right")
 #: SmartDashboard key: the last test's name and what it is doing, or why it ended.
 STATUS_KEY = "SysId/Status"
+#: "SysId: all four tests": how long the robot stands still between two tests (s). Braked from
+#: the dynamic step's 2.2 m/s, the kit chassis is at rest within a second.
+REST_S = 1.5
 
 log = logging.getLogger("autonomous")
 
@@ -55,14 +63,17 @@ class SysIdTest(Mode):
     DIRECTION: ClassVar[float]
     runs_queue = False
 
-    def __init__(self, link: BcnpLink) -> None:
+    def __init__(self, link: BcnpLink, guard: FieldGuard | None = None) -> None:
         super().__init__(link)
         self.log = SysIdRoutineLog(LOG_NAME)
-        self.guard = FieldGuard(self.MODE_NAME)
+        #: Its own, or that of the mode that runs it (:class:`AllFourTests`).
+        self.guard = guard if guard is not None else FieldGuard(self.MODE_NAME)
         self._start: float | None = None  # when the test's first tick ran
         self._from: tuple[float, float] = (0.0, 0.0)  # the wheels' positions then
         self._running = False
         self._drove = False  # this tick
+        #: The field's FMS was connected: the test refused to drive (this enable).
+        self.refused = False
 
     def volts(self, elapsed: float) -> float:
         """The voltage ``elapsed`` seconds into the test."""
@@ -73,6 +84,7 @@ class SysIdTest(Mode):
     def on_enable(self) -> None:
         self._start = None
         self._running = True
+        self.refused = False
         self.guard.reset()
 
     def actuate(self, drivetrain: Drivetrain, now: float) -> bool:
@@ -81,6 +93,7 @@ class SysIdTest(Mode):
             return False
         if self.guard.refuses():
             self._running = False
+            self.refused = True
             self._status(f"refused: {FieldGuard.REASON}")
             return False
         positions = drivetrain.wheel_positions()
@@ -127,9 +140,13 @@ class SysIdTest(Mode):
         self._status(why)
 
     def _status(self, text: str) -> None:
-        text = f"{self.MODE_NAME}: {text}"
-        wpilib.SmartDashboard.putString(STATUS_KEY, text)
-        log.info("%s", text)
+        _status(self.MODE_NAME, text)
+
+
+def _status(mode: str, text: str) -> None:
+    text = f"{mode}: {text}"
+    wpilib.SmartDashboard.putString(STATUS_KEY, text)
+    log.info("%s", text)
 
 
 class QuasistaticForward(SysIdTest):
@@ -158,3 +175,64 @@ class DynamicReverse(SysIdTest):
     STATE = State.kDynamicReverse
     QUASISTATIC = False
     DIRECTION = -1.0
+
+
+class AllFourTests(Mode):
+    """Quasistatic forward and reverse, then dynamic forward and reverse, in one enable; the
+    robot stands still ``REST_S`` after each. Every test runs as its own mode does (its
+    voltages, timeout, distance cap, log entries and ``STATUS_KEY`` lines); forward then
+    reverse brings the robot back near where it began. A refusal (the field's FMS) ends the
+    run; so does the end of autonomous, and the next enable starts again from the first test."""
+
+    MODE_NAME = "SysId: all four tests"
+    runs_queue = False
+
+    def __init__(self, link: BcnpLink) -> None:
+        super().__init__(link)
+        self.guard = FieldGuard(self.MODE_NAME)
+        order = (QuasistaticForward, QuasistaticReverse, DynamicForward, DynamicReverse)
+        self.tests: tuple[SysIdTest, ...] = tuple(test(link, self.guard) for test in order)
+        self._index = 0  # the test running, or the next one while resting
+        self._rest_from: float | None = None  # when the last test ended (resting)
+        self._running = False
+
+    def on_enable(self) -> None:
+        self._index = 0
+        self._rest_from = None
+        self._running = True
+        self.tests[0].on_enable()
+
+    def actuate(self, drivetrain: Drivetrain, now: float) -> bool:
+        if not self._running:
+            return False
+        test = self.tests[self._index]
+        if self._rest_from is not None:
+            if now - self._rest_from < REST_S - 1e-9:
+                return False  # robot.py stops the drivetrain
+            self._rest_from = None
+            test.on_enable()
+        if test.actuate(drivetrain, now):
+            return True
+        # It ended this tick (robot.py stops the drivetrain), or refused to start.
+        self._index += 1
+        if test.refused:
+            self._running = False
+        elif self._index == len(self.tests):
+            self._running = False
+            _status(self.MODE_NAME, "done: the four tests ran")
+        else:
+            self._rest_from = now
+        return False
+
+    def record(self, drivetrain: Drivetrain, now: float) -> None:
+        if self._running:
+            self.tests[self._index].record(drivetrain, now)
+
+    def on_disable(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        if self._rest_from is None:
+            self.tests[self._index].on_disable()  # says why it stopped
+        else:
+            _status(self.MODE_NAME, f"stopped: autonomous ended after {self._index} of the four tests")

@@ -1,6 +1,7 @@
 """The figure-8 over a field network: the headless sim driven through the fault proxy.
 
     python -m benchmarks.field [--seed S] [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
+    python -m benchmarks.field --held N [--seed S] [--json OUT.json]
 
 Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``, one
 process for every case) and replays ``paths/figure8.csv`` (252 commands of
@@ -38,7 +39,17 @@ two commands of a path are alike. The robot logs each command as it starts
 tag names it. The commanded path integrates the tagged commands, which are
 what was sent.
 
-Writes the commanded and driven paths of all four cases to
+``--held N`` runs other cases instead, all over UDP: N held drops, each with its
+own proxy seed (:data:`HELD`: 10 ms ± 30 ms of latency, more jitter than the gap
+between the host's datagrams; one 1.5 s drop at half time in which the proxy
+holds the datagrams, then releases each with the latency and jitter again, so a
+handshake sent late in the drop can overtake a command sent early), and one
+case where only the robot's datagrams to the host are lost for 1 s (the robot
+still holds the host's old port when the host dials again). Each reports, besides
+the above, the datagrams the robot refused as an earlier controller's
+(``BCNP/Refused`` in its log).
+
+Writes the commanded and driven paths of the four default cases to
 ``docs/images/field-paths.png``. Exit status 1 when a command started late (or
 more than 200 ms before its plan: a clock or matching error), a started
 command matches no command of the plan, the replay raised, or the robot died.
@@ -49,8 +60,10 @@ from __future__ import annotations
 import argparse
 import bisect
 import math
+import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,12 +72,14 @@ from typing import Any
 
 from bcnp.defaults import KITBOT_TRACK_WIDTH_M
 from bcnp.host.client import LinkError, ReconnectPolicy
+from bcnp.host.faults import Faults
 from bcnp.host.plot import odometry
+from bcnp.host.proxy import Proxy
 from bcnp.host.replay import Schedule, TelemetryRecorder
 from bcnp.paths import PathCommand, load_path
 from benchmarks.harness.judge import LATE_S, Plan, early, judge, late, spread, tag_offsets, tag_paths, unknown
-from benchmarks.harness.rig import FIELD, Rig, recorded_replay
-from benchmarks.harness.robotlog import LOG_WRITE_S, CommandStart, read_command_starts
+from benchmarks.harness.rig import FIELD, Drop, Rig, recorded_replay
+from benchmarks.harness.robotlog import LOG_WRITE_S, CommandStart, read_command_starts, read_strings
 from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, TAIL_S, Path2D, deviation, plan_path
 from benchmarks.report import add_output_arguments, failed, log, write_json
@@ -75,6 +90,15 @@ IMAGE = ROOT / "docs" / "images" / "field-paths.png"
 
 #: One link drop of this long, when half of the path's time has passed.
 DROP_S = 1.0
+#: ``--held``: 10 ms ± 30 ms each way (the host sends a datagram every 20-50 ms), no loss,
+#: and a drop of HELD_DROP_S in which UDP is held, then released in that jitter.
+HELD = Faults(latency=0.010, jitter=0.030)
+HELD_DROP_S = 1.5
+#: ``--held``: the robot's datagrams to the host lost for this long (the host's still arrive;
+#: ``--down-lost``).
+DOWN_LOST_S = 1.0
+#: How the robot's log names a datagram from an earlier controller's port (``BCNP/Refused``).
+STALE = "from an earlier controller"
 
 
 # -- paths ------------------------------------------------------------------------------------------
@@ -111,13 +135,48 @@ def end_gap(driven: Path2D, commanded: Path2D) -> float:
     return math.hypot(driven[0][-1] - commanded[0][-1], driven[1][-1] - commanded[1][-1])
 
 
+class DownLoss:
+    """Called with a path's time like :class:`~benchmarks.harness.rig.Drop`: from ``at`` s on,
+    every datagram and chunk from the robot to the host is lost for ``seconds`` (the host's
+    still reach the robot). ``healed``: the wall time the robot's got through again."""
+
+    def __init__(self, proxy: Proxy, at: float, seconds: float) -> None:
+        self.proxy, self.at, self.seconds = proxy, at, seconds
+        self.at_s: float | None = None
+        self.healed: float | None = None
+        self._timer: threading.Timer | None = None
+
+    def __call__(self, elapsed: float) -> None:
+        if self.at_s is not None or elapsed < self.at:
+            return
+        self.at_s = elapsed
+        self.proxy.set_faults(Faults(loss=1.0), "down")
+        self._timer = threading.Timer(self.seconds, self._heal)
+        self._timer.start()
+
+    def _heal(self) -> None:
+        self.proxy.set_faults(Faults(), "down")
+        self.healed = time.time()
+
+
+def stale_count(text: str) -> int:
+    """How many datagrams one ``BCNP/Refused`` record refused as an earlier controller's
+    (a record may say "(and N more)")."""
+    if STALE not in text:
+        return 0
+    more = re.search(r"\(and (\d+) more\)", text)
+    return 1 + (int(more.group(1)) if more else 0)
+
+
 # -- one case ---------------------------------------------------------------------------------------
 
 
 @dataclass
 class Case:
     transport: str  # "tcp" or "udp"
-    profile: str  # "none" or "field"
+    profile: str  # "none", "field", "held" (UDP held through a drop, released reordered) or "down"
+    seed: int = 0
+    down_lost_s: float = DOWN_LOST_S
     commands: int = 0
     started: int = 0  # command starts the robot logged during the case
     late: int = 0
@@ -135,6 +194,7 @@ class Case:
     max_deviation_m: float = math.nan  # cross-track: to the nearest point of the commanded path
     max_same_time_m: float = math.nan  # to where the plan was at that moment
     telemetry_rows: int = 0
+    stale_refused: int | None = None  # datagrams the robot refused as an earlier controller's
     proxy: dict[str, int] = field(default_factory=dict)
     error: str = ""
     # not reported: what the figure and the checks need
@@ -148,7 +208,12 @@ class Case:
 
     @property
     def name(self) -> str:
-        what = "field profile + 1 s drop" if self.profile == "field" else "no fault"
+        what = {
+            "none": "no fault",
+            "field": "field profile + 1 s drop",
+            "held": f"held {HELD_DROP_S:g} s drop, seed {self.seed}",
+            "down": f"robot→host lost {self.down_lost_s:g} s",
+        }[self.profile]
         return f"{self.transport.upper()}, {what}"
 
     def report(self) -> dict[str, Any]:
@@ -166,13 +231,21 @@ def run_case(
 ) -> None:
     """Replays ``commands`` through a new proxy to the robot and fills in ``case``
     (all but the figures from the robot's log: :func:`judge_cases`)."""
-    field_case = case.profile == "field"
-    with Rig(robot_port, case.transport, faults=FIELD if field_case else None, seed=seed) as rig:
+    profile = case.profile
+    faults = {"none": None, "field": FIELD, "held": HELD, "down": None}[profile]
+    with Rig(robot_port, case.transport, faults=faults, seed=seed, reorder_held=profile == "held") as rig:
         try:
             client = rig.connect(reconnect=ReconnectPolicy())
             replay, recorder = recorded_replay(client, commands, clock=time.time)
             assert rig.proxy is not None
-            drop = rig.drop_once(replay.schedule.total / 2 if field_case else math.inf, DROP_S)
+            half = replay.schedule.total / 2
+            drop: Drop | DownLoss
+            if profile == "down":
+                drop = DownLoss(rig.proxy, half, case.down_lost_s)
+            else:
+                drop = rig.drop_once(
+                    half if profile != "none" else math.inf, HELD_DROP_S if profile == "held" else DROP_S
+                )
             case.commands = len(commands)
             case.start_wall = time.time()
             try:
@@ -189,7 +262,7 @@ def run_case(
             case.dropped = replay.dropped
             case.outage_s = sum(o.duration or 0.0 for o in replay.outages)
             case.reconnects = client.status().generation - 1
-            case.heal_wall = rig.events.first("link back")
+            case.heal_wall = drop.healed if isinstance(drop, DownLoss) else rig.events.first("link back")
             if case.heal_wall is not None:
                 back = [o.back_at for o in replay.outages if o.back_at is not None]
                 if back:
@@ -199,7 +272,7 @@ def run_case(
             case.telemetry_rows = len(times)
             if case.drop_at_s is not None:
                 first = bisect.bisect_left(times, case.drop_at_s)
-                last = bisect.bisect_right(times, case.drop_at_s + DROP_S)
+                last = bisect.bisect_right(times, case.drop_at_s + drop.seconds)
                 case.drop_span = (max(first - 1, 0), min(last, len(times) - 1))
             if len(case.driven[0]) > 1:
                 case.final_error_m = end_gap(case.driven, case.commanded)
@@ -218,11 +291,18 @@ def run_case(
     log(f"{case.name}: {case.outages} outage(s), {case.dropped} dropped{error}")
 
 
-def judge_cases(cases: Sequence[Case], starts: Sequence[CommandStart]) -> None:
-    """The robot-log figures of each case: late, unknown, started, back to driving."""
+def judge_cases(
+    cases: Sequence[Case], starts: Sequence[CommandStart], refused: Sequence[tuple[float, str]] = ()
+) -> None:
+    """The robot-log figures of each case: late, unknown, started, back to driving, and for
+    the ``--held`` cases the datagrams refused as an earlier controller's."""
     for case in cases:
         if case.plan is None:
             continue
+        if case.profile in ("held", "down"):
+            case.stale_refused = sum(
+                stale_count(text) for wall, text in refused if case.start_wall <= wall <= case.end_wall
+            )
         mine = [s for s in starts if case.start_wall - 0.05 <= s.wall_time <= case.end_wall]
         judged = judge(mine, [case.plan])
         case.started = len(judged)
@@ -245,7 +325,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def table(cases: Sequence[Case]) -> str:
-    head = (
+    head: tuple[str, ...] = (
         "case",
         "late",
         "worst start (ms after plan)",
@@ -258,6 +338,9 @@ def table(cases: Sequence[Case]) -> str:
         "max same-time (m)",
         "starts logged",
     )
+    stale = any(c.stale_refused is not None for c in cases)
+    if stale:
+        head += ("refused as stale",)
     rows = [
         (
             c.name,
@@ -272,6 +355,7 @@ def table(cases: Sequence[Case]) -> str:
             _fmt(c.max_same_time_m, ".3f"),
             f"{c.started}/{c.commands}",
         )
+        + ((_fmt(c.stale_refused, "d"),) if stale else ())
         for c in cases
     ]
     widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
@@ -329,12 +413,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the proxies' random faults (default 1)")
     add_output_arguments(parser, IMAGE)
     parser.add_argument("--drivetrain", default="kitbot", choices=("kitbot", "sparkmax"))
+    parser.add_argument(
+        "--held",
+        type=int,
+        metavar="N",
+        help="instead: N UDP cases with a held drop released reordered (seeds SEED*100 ... ), and one "
+        "with the robot's datagrams to the host lost (no image)",
+    )
+    parser.add_argument(
+        "--down-lost",
+        type=float,
+        default=DOWN_LOST_S,
+        metavar="S",
+        help="--held: how long the robot's datagrams to the host are lost (default 1 s)",
+    )
+    parser.add_argument("--down-runs", type=int, default=1, metavar="N", help="--held: how many such cases")
     args = parser.parse_args(argv)
 
     base = load_path(PATH)
     (commands,) = tag_paths(base)
     dv, dw = tag_offsets(base, commands)
-    cases = [Case(t, p) for t in ("tcp", "udp") for p in ("none", "field")]
+    if args.held is not None:
+        cases = [Case("udp", "held", seed=args.seed * 100 + n) for n in range(args.held)]
+        cases += [
+            Case("udp", "down", seed=args.seed * 100 + args.held + n, down_lost_s=args.down_lost)
+            for n in range(args.down_runs)
+        ]
+        args.no_image = True
+    else:
+        cases = [
+            Case(t, p, seed=args.seed * 100 + n)
+            for n, (t, p) in enumerate((t, p) for t in ("tcp", "udp") for p in ("none", "field"))
+        ]
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bcnp-field-") as tmp:
         log_dir = Path(tmp)
@@ -343,25 +453,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             log("starting the headless sim ...")
             robot.start()
             log(f"robot listening on port {robot.port}")
-            for n, case in enumerate(cases):
+            for case in cases:
                 time.sleep(PAUSE_S)
                 log(f"{case.name} ...")
-                run_case(case, robot.port, commands, args.seed * 100 + n, KITBOT_TRACK_WIDTH_M, log)
+                run_case(case, robot.port, commands, case.seed, KITBOT_TRACK_WIDTH_M, log)
                 if not robot.alive():
                     failures.append(f"the robot died during {case.name}")
                     break
             time.sleep(LOG_WRITE_S)
             starts = read_command_starts(log_dir)  # while it runs: a stop loses the last 0.25 s
+            refused = read_strings(log_dir, "BCNP/Refused")
             if not robot.alive():
                 failures.append("the robot was not running at the end")
         finally:
             robot.close()
-    judge_cases(cases, starts)
+    judge_cases(cases, starts, refused)
 
     print(
         f"figure-8 ({len(commands)} commands, {Schedule(commands).total:.1f} s; tags up to "
-        f"{dv:.4f} m/s and {dw:.4f} rad/s), seed {args.seed}, field profile: {FIELD.describe()}, "
-        f"one {DROP_S:g} s drop at half time"
+        f"{dv:.4f} m/s and {dw:.4f} rad/s), seed {args.seed}, "
+        + (
+            f"held: {HELD.describe()}, one {HELD_DROP_S:g} s drop at half time, UDP held and released "
+            f"in that jitter; robot→host lost {args.down_lost:g} s at half time"
+            if args.held is not None
+            else f"field profile: {FIELD.describe()}, one {DROP_S:g} s drop at half time"
+        )
     )
     print(table(cases))
     for case in cases:

@@ -66,11 +66,20 @@ class Driver:
 
     def __init__(self, robot: Client, plan: list[Step], lead_s: float) -> None:
         self.robot, self.plan, self.lead_ms = robot, plan, round(lead_s * 1000)
-        self.start = time.monotonic()
+        self.start: float | None = None  # the plan's clock (time.monotonic()), started by its first read
         self.losses, self.down_s = 0, 0.0
 
     def now_ms(self) -> int:
-        return round((time.monotonic() - self.start) * 1000)
+        """Milliseconds on the plan's clock. Its first read starts it: the first step is due at 0
+        and is sent whole. A clock started earlier would have moved on by the first read, however
+        little, and the rule below (never send what is past due) would cut that much off it."""
+        return self.ms_at(time.monotonic())
+
+    def ms_at(self, when: float) -> int:
+        """A ``time.monotonic()`` moment on the plan's clock (the first one starts it)."""
+        if self.start is None:
+            self.start = when
+        return round((when - self.start) * 1000)
 
     def run(self) -> None:
         robot, plan = self.robot, self.plan
@@ -83,7 +92,7 @@ class Driver:
                 if lost_ms is None:
                     lost_ms, self.losses = now, self.losses + 1
                     if status.lost_since is not None:
-                        lost_ms = min(now, round((status.lost_since - self.start) * 1000))
+                        lost_ms = min(now, self.ms_at(status.lost_since))
                     why = status.lost_reason or status.last_error
                     print(f"link lost at {lost_ms / 1000:.2f} s ({why}); the robot stops; reconnecting")
                 if not robot.wait_connected(TICK_MS / 1000) and robot.closed_reason is not None:
@@ -150,7 +159,6 @@ def main() -> int:
     try:
         robot.connect()
         print(f"connected to {robot.address}; driving a {SIDE_M:g} m square")
-        driver.start = time.monotonic()
         driver.run()
     except KeyboardInterrupt:
         code, outcome = 130, "interrupted, the robot stopped"
@@ -161,7 +169,8 @@ def main() -> int:
         with contextlib.suppress(LinkError):
             robot.stop()  # a CLEAR_QUEUE with no commands: the robot stops now
         robot.close()
-    elapsed, losses, down = driver.now_ms() / 1000, driver.losses, driver.down_s
+    elapsed = driver.now_ms() / 1000 if driver.start is not None else 0.0  # of the plan, if it started
+    losses, down = driver.losses, driver.down_s
     print(f"{outcome} after {elapsed:.2f} s: {losses} lost link(s), {down:.2f} s without a link")
     return code
 

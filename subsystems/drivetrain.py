@@ -153,10 +153,12 @@ class Drivetrain:
         self._ref = (0.0, 0.0)  # where each wheel should be now, m/s
         self._stopped = True
         self._stop_sent = False  # stop() already stopped the motors this tick
-        #: What the chassis delivered, as read this tick (m/s, rad/s), and the intent less it.
+        #: What the chassis delivered, as read this tick (m/s, rad/s), and the intent less it:
+        #: 0 after an open-loop tick, which drove voltages toward no speed (SysId, pre-flight).
         self.actual_vx = self.actual_omega = 0.0
         self.vx_error = self.omega_error = 0.0
         self._was = (0.0, 0.0)  # the intent of the last tick
+        self._was_open_loop = False  # the last tick drove voltages (drive_volts), not a speed
         self._gyro_radians = 0.0  # the gyro's heading read this tick (the turn loop's input)
         self.brownout = BrownoutWatch()
 
@@ -218,6 +220,7 @@ class Drivetrain:
             self._actuate(stop_sent)
         finally:
             self._was = (self._vx, self._omega)
+            self._was_open_loop = self._volts is not None and not self._stopped
 
     def _actuate(self, stop_sent: bool) -> None:
         inputs = self.inputs
@@ -380,6 +383,11 @@ class Drivetrain:
         if rate is None or not self._gyro_trusted:
             rate = wheel_rate
         self.actual_omega = rate
+        if self._was_open_loop:
+            # Open loop tracks no speed: an error against the 0 it stores would read the
+            # whole speed (-2 m/s in a SysId step).
+            self.vx_error = self.omega_error = 0.0
+            return
         # Against what the wheels were to reach by now: last tick's intent.
         was_vx, was_omega = self._was
         self.vx_error = was_vx - vx

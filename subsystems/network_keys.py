@@ -111,13 +111,15 @@ KEYS: tuple[Key, ...] = (
         "VxError",
         float,
         lambda s: s.drivetrain.vx_error,
-        "vx the drivetrain drives toward (after the acceleration limits) less ActualVx, m/s",
+        "vx the drivetrain drives toward (after the acceleration limits; 0 stopped) less ActualVx, m/s;"
+        " 0 in open loop (SysId, pre-flight check), which tracks no speed",
     ),
     Key(
         "WError",
         float,
         lambda s: s.drivetrain.omega_error,
-        "omega the drivetrain drives toward (after the acceleration limits) less ActualW, rad/s",
+        "omega the drivetrain drives toward (after the acceleration limits; 0 stopped) less ActualW,"
+        " rad/s; 0 in open loop (SysId, pre-flight check), which tracks no speed",
     ),
     Key(
         "Gyro",

@@ -21,8 +21,9 @@ byte or per queued message (a 65,535-message packet is one entry):
 * ``BCNP/Controller``: each controller that connects or goes (transport, peer,
   both schema hashes; why it went: link lost, idle, closed or reset by the
   peer);
-* ``BCNP/Refused``: each refused handshake or peer with its reason (several in
-  one tick: the last, with how many);
+* ``BCNP/Refused``: each refused handshake or peer, and each UDP datagram from an
+  earlier controller's address, with its reason (several in one tick: the last, with
+  how many);
 * ``BCNP/Connected``: the link's liveness when it changes (``False``: link lost);
 * ``BCNP/Gyro``: the drivetrain's gyro when it changes: ``ok``, ``not answering: why``,
   ``disagrees with the wheels: why`` (either way the wheel loops drive alone), ``none``;
@@ -44,6 +45,9 @@ from __future__ import annotations
 
 import operator
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import wpilib
@@ -55,12 +59,14 @@ from bcnp.transport import TcpServer, UdpServer, format_address
 from subsystems.bcnp_link import BcnpLink
 from subsystems.drivetrain import Drivetrain
 
+#: What a SIGTERM leaves the data log's writer to write what it holds, seconds.
+FINISH_LOG_S = 0.2
 #: Overrides where logs go (the tests point it at a temporary folder).
 LOG_DIR_ENV = "BCNP_LOG_DIR"
 PREFIX = "BCNP/"
 
 #: Counters whose rise means a refused handshake or peer.
-_REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused", "peers_refused")
+_REFUSALS = ("handshake_rejects", "handshake_timeouts", "refused", "peers_refused", "stale_datagrams")
 _refusals = operator.attrgetter(*_REFUSALS)
 #: Counters whose rise means a controller went (the server's stop counts none).
 _DROPS = ("link_losses", "idle_drops", "disconnects")
@@ -79,7 +85,8 @@ def log_dir(project_dir: Path) -> str:
 
 
 def start_recording(project_dir: Path) -> DataLog:
-    """Start WPILib's data log with NetworkTables and the driver station (joysticks included)."""
+    """Start WPILib's data log with NetworkTables and the driver station (joysticks included),
+    and have a SIGTERM end it whole (:func:`finish_log_on_sigterm`)."""
     directory = log_dir(project_dir)
     if directory:
         Path(directory).mkdir(parents=True, exist_ok=True)
@@ -87,7 +94,30 @@ def start_recording(project_dir: Path) -> DataLog:
     wpilib.DataLogManager.logNetworkTables(True)
     log = wpilib.DataLogManager.getLog()
     wpilib.DriverStation.startDataLog(log, True)
+    finish_log_on_sigterm()
     return log
+
+
+def finish_log_on_sigterm() -> bool:
+    """On SIGTERM (``python run.py sim`` stopping the simulator, a roboRIO stopping the
+    program), write what the data log still holds (:data:`FINISH_LOG_S` for it), then exit
+    with 128 + SIGTERM. Without it the process dies with up to a quarter second of records
+    (the writer's period) unwritten. Only from the main thread and only over the default action; False when
+    not installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+
+    def finish(signum: int, _frame: object) -> None:
+        # flush() wakes the writer thread; it returns before the write, and DataLogManager.stop()
+        # drops what is pending, so the writer gets a moment of its own instead.
+        wpilib.DataLogManager.getLog().flush()
+        time.sleep(FINISH_LOG_S)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, finish)
+    return True
 
 
 class _ServerWatch:

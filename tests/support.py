@@ -1,16 +1,23 @@
 """Helpers for tests on real sockets: an injected clock, a bounded wait, the robot side served
-in this process."""
+in this process; this project's wheel, built and installed alone in a virtual environment."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
@@ -230,3 +237,60 @@ def drive_packet(schema: bcnp.Schema, n: int = 3, flags: int = 0, vx: float = 0.
     """A packet of ``n`` DriveCmds (vx, 0.25 rad/s, 20 ms, 21 ms, ...)."""
     drive = schema["DriveCmd"]
     return bcnp.encode_packet(drive, [drive(vx=vx, omega=0.25, durationMs=20 + i) for i in range(n)], flags)
+
+
+# -- the wheel and the environment it goes into (test_examples.py, test_wheel_errors.py) ----------
+
+
+def setuptools_here() -> bool:
+    """Whether this environment has the build backend pyproject.toml names (setuptools>=77)."""
+    try:
+        version = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return int(version.split(".")[0]) >= 77
+
+
+def build_wheel(root: Path, tmp: Path) -> Path:
+    """The wheel of the project at ``root``, built in ``tmp`` as docs/coprocessor.md says, from a
+    copy of the project (a build in place would leave build/ behind, whose stale files a later
+    build packs)."""
+    source = tmp / "project"
+    junk = (".git", ".venv*", "venv", ".sim", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(root, source, ignore=shutil.ignore_patterns(*junk, ".hypothesis"))
+    # setuptools>=77 is in the test extra: then no index is needed; otherwise pip fetches it.
+    isolation = ["--no-build-isolation"] if setuptools_here() else []
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(tmp / "dist"), "."]
+    result = subprocess.run(command, cwd=source, capture_output=True, text=True, timeout=600)
+    wheels = sorted((tmp / "dist").glob("bcnp_robot-*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        pytest.fail(
+            f"could not build the wheel ({' '.join(command)} exited {result.returncode}; "
+            f"without setuptools>=77 here pip needs a package index to fetch it):\n"
+            f"{result.stdout[-3000:]}{result.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return wheels[0]
+
+
+def wheel_only_venv(wheel: Path, folder: Path) -> Path:
+    """A virtual environment in ``folder``/venv with ``wheel`` and nothing else (not even pip),
+    installed without an index; returns its python."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
+    result = subprocess.run(
+        [*install, "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return python
+
+
+def child_env() -> dict[str, str]:
+    """This environment minus anything that would put the project on the child's path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    return {**env, "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1"}

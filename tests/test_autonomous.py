@@ -139,6 +139,7 @@ def test_the_chooser_offers_every_mode_and_defaults_to_the_bcnp_host(sim: Sim) -
         "SysId: quasistatic reverse",
         "SysId: dynamic forward",
         "SysId: dynamic reverse",
+        "SysId: all four tests",
         "Pre-flight check",
         *paths,
         "None",

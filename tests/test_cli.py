@@ -1,14 +1,21 @@
-"""``python -m bcnp`` info and send, against a real robot-side server on loopback."""
+"""``python -m bcnp`` info and send, against a real robot-side server on loopback; the one-line
+error and install command when an optional library is missing (tests/test_wheel_errors.py:
+the same from an installed wheel)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -16,7 +23,7 @@ from support import free_port, wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
-from bcnp.host.cli import main
+from bcnp.host.cli import extras, main
 from bcnp.transport import TcpServer, TransportConfig, UdpServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,3 +286,175 @@ def test_bad_reconnect_options_are_one_line(
     path.write_text("0.5,0,100\n")
     assert main(["replay", str(path), "--port", str(free_port()), *option]) == 1
     assert capsys.readouterr().err.strip() == f"error: {message}"
+
+
+# -- an optional library missing: one line, with the install command for where it runs ----------
+
+
+def block(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Makes ``modules`` (and any of their submodules already imported) fail to import, as where
+    they are not installed."""
+    for name in list(sys.modules):
+        if name.partition(".")[0] in modules:
+            monkeypatch.setitem(sys.modules, name, None)
+    for name in modules:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+PATHS = ROOT / "paths"
+#: Each command and mode that needs an optional library: (arguments, what the line names, the
+#: distribution, its module).
+NEEDS = {
+    "monitor": (["monitor", "--once"], "monitor", "pyntcore", "ntcore"),
+    "plot": (["plot", "run.csv"], "plot", "matplotlib", "matplotlib"),
+    "replay .path": (
+        ["replay", "paths/s_curve.path"],
+        "replay of paths/s_curve.path",
+        "robotpy-pathplannerlib",
+        "pathplannerlib",
+    ),
+    "replay .traj": (
+        ["replay", "paths/j_turn.traj"],
+        "replay of paths/j_turn.traj",
+        "sleipnirgroup-choreolib",
+        "choreo",
+    ),
+    "replay --follow": (
+        ["replay", "paths/square.csv", "--follow"],
+        "replay --follow",
+        "robotpy-wpimath",
+        "wpimath",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NEEDS)
+def test_in_the_checkout_a_missing_library_names_the_editable_install(
+    case: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, what, distribution, module = NEEDS[case]
+    block(monkeypatch, module)
+    monkeypatch.chdir(ROOT)
+    assert main([*args, "--port", str(free_port())] if args[0] == "replay" else args) == 1
+    captured = capsys.readouterr()
+    install = f'{extras.python_command()} -m pip install -e ".[host]"'
+    assert captured.err == (
+        f"error: {what} needs {distribution} (module {module}), which is not installed in this "
+        f"environment; install the host extra: {install}\n"
+    )
+    assert captured.out == ""
+
+
+def test_outside_the_checkout_the_editable_install_names_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block(monkeypatch, "ntcore")
+    monkeypatch.chdir(tmp_path)
+    assert main(["monitor"]) == 1
+    assert capsys.readouterr().err.endswith(f' -m pip install -e "{ROOT}[host]"\n')
+
+
+def test_a_library_that_fails_to_import_is_one_line_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ntcore").mkdir()
+    (tmp_path / "ntcore" / "__init__.py").write_text(
+        "raise ImportError('libntcore.so: cannot open shared object file')\n"
+    )
+    for name in [m for m in sys.modules if m.partition(".")[0] == "ntcore"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    assert main(["monitor", "--once"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "error: monitor needs pyntcore (module ntcore), which fails to import "
+        "(libntcore.so: cannot open shared object file); install the host extra: "
+    )
+
+
+def test_an_optional_library_missing_anywhere_in_a_command_is_one_line_and_a_fault_is_not(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bcnp.host.cli import monitor
+
+    def needs(name: str) -> Callable[[argparse.Namespace], int]:
+        def run(args: argparse.Namespace) -> int:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        return run
+
+    monkeypatch.setattr(monitor, "run", needs("rich.live"))
+    assert main(["monitor"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: monitor needs rich (module rich), which is not installed")
+    monkeypatch.setattr(monitor, "run", needs("bcnp_no_such_module"))  # a fault of the program
+    with pytest.raises(ModuleNotFoundError):
+        main(["monitor"])
+
+
+def fake_distribution(tmp_path: Path, direct_url: object | None) -> metadata.Distribution:
+    """A distribution's metadata as pip installs it (only what the hint reads)."""
+    info = tmp_path / "bcnp_robot-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.4\nName: bcnp-robot\nVersion: 0.1.0\n"
+        'Provides-Extra: host\nRequires-Dist: pyntcore==2026.2.2; extra == "host"\n'
+        "Requires-Dist: matplotlib>=3.8; extra == 'host'\n"
+        'Provides-Extra: test\nRequires-Dist: pytest>=8; extra == "test"\n'
+    )
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    return metadata.PathDistribution(info)
+
+
+def test_from_a_wheel_the_install_command_names_the_wheel_file_else_the_extras_requirements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = tmp_path / "my wheels" / "bcnp_robot-0.1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"")
+    recorded = {"url": wheel.as_uri(), "archive_info": {"hash": "sha256=0"}}
+    dist = fake_distribution(tmp_path, recorded)
+    monkeypatch.setattr(extras, "source_checkout", lambda: None)
+    monkeypatch.setattr(extras, "installed_distribution", lambda: dist)
+    monkeypatch.setattr(extras, "python_command", lambda: "python")
+    assert extras.recorded_archive(dist) == wheel
+    assert extras.install_command() == f'python -m pip install "{wheel}[host]"'
+    wheel.unlink()  # the file it was installed from is gone
+    assert extras.recorded_archive(dist) is None
+    requirements = '"pyntcore==2026.2.2" "matplotlib>=3.8"'
+    assert extras.install_command() == f"python -m pip install {requirements}"
+    # Installed from an index (no direct_url.json), or from a folder: the requirements too.
+    for other in (
+        None,
+        {"url": ROOT.as_uri(), "dir_info": {}},
+        {"url": "https://x/y.whl", "archive_info": {}},
+    ):
+        folder = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        assert extras.recorded_archive(fake_distribution(folder, other)) is None
+    monkeypatch.setattr(extras, "installed_distribution", lambda: None)  # no metadata at all
+    assert extras.install_command("ntcore") == "python -m pip install pyntcore"
+
+
+def test_these_tests_run_from_the_checkout() -> None:
+    assert extras.source_checkout() == ROOT  # so the editable install is named, whatever else is installed
+
+
+def test_the_interpreter_is_named_as_the_user_can_type_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there: the full path
+    assert extras.python_command() == sys.executable
+    here = Path(sys.executable)
+    monkeypatch.setenv("PATH", str(here.parent))  # this interpreter first on PATH
+    expected = here.name if here.name in ("python", "python3") else sys.executable
+    assert extras.python_command() == expected
+
+
+def test_the_optional_libraries_are_the_host_extras() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    host = pyproject["project"]["optional-dependencies"]["host"]
+    names = {re.split(r"[=<>!~\[; ]", requirement)[0] for requirement in host}
+    assert set(extras.DISTRIBUTIONS.values()) == names

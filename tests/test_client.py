@@ -327,6 +327,38 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
     assert client.status().state is LinkState.CLOSED and client.closed_reason == "closed by the client"
 
 
+def test_a_loss_a_send_finds_is_reconnected_too(schema: bcnp.Schema) -> None:
+    """A send that finds the connection dead marks the link lost from the user's thread; the
+    client's own thread, busy meanwhile (here: in the telemetry callback), must reconnect all the
+    same when it gets back to the link, not take the loss for an attempt under way and wait."""
+    robot = make_robot(schema, udp=False)
+    telemetry = schema["DrivetrainTelemetry"]
+    inside, release = threading.Event(), threading.Event()
+
+    def busy(packet: bcnp.PacketView) -> None:
+        inside.set()
+        release.wait(10.0)
+
+    client = robot.client(keepalive_interval=None, on_telemetry=busy).connect()
+    try:
+        wait_until(lambda: robot.server.status().handshaken, what="the robot's side of the handshake")
+        assert robot.server.send(encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 1)]))
+        assert inside.wait(10.0), "the telemetry never reached the callback"
+        robot.server.close()  # closes the controller's connection
+        with pytest.raises(LinkDownError):
+            for _ in range(100):  # the first send after the close may still go out
+                client.send(commands(schema, 1))
+                time.sleep(0.01)
+        robot = restart_on_the_same_port(robot)
+        release.set()
+        assert client.wait_connected(10.0), client.status()
+        assert client.status().generation == 2
+    finally:
+        release.set()
+        client.close()
+        robot.server.close()
+
+
 def test_a_loss_after_a_stalled_burst_is_dated_when_the_robot_last_sent(schema: bcnp.Schema) -> None:
     """A TCP link stalls for 0.4 s (under the client's 0.5 s silence timeout): the
     telemetry the robot sent in its last 0.2 s before its link timeout arrives in one
@@ -366,8 +398,10 @@ def test_a_loss_after_a_stalled_burst_is_dated_when_the_robot_last_sent(schema: 
         robot.server.close()
 
 
-def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema: bcnp.Schema) -> None:
-    """A UDP host learns of a lost link only from telemetry silence."""
+def test_a_udp_robot_gone_silent_is_handshaken_again_from_a_new_source(schema: bcnp.Schema) -> None:
+    """A UDP host learns of a lost link only from telemetry silence, and dials again from a
+    new source port. A robot that still holds the old one frees it on its own link
+    timeout (the old port has gone quiet), then pairs the new one."""
     robot = make_robot(schema, udp=True)
     telemetry = schema["DrivetrainTelemetry"]
     host_clock = FakeClock()
@@ -376,13 +410,20 @@ def test_a_udp_robot_gone_silent_is_handshaken_again_from_the_same_source(schema
     try:
         source = robot.server.status().peer
         robot.server.send(encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 1)]))
-        wait_until(lambda: client.telemetry_packets == 1, what="telemetry")
+        client.keepalive()  # a link to lose: a peer that only handshook waits out the idle timeout
+        wait_until(lambda: client.telemetry_packets == 1 and robot.server.counters.bytes_in, what="both ways")
         assert client.status().generation == 1
         host_clock.advance(0.6)  # nothing heard since
+        counters = robot.server.counters
+        wait_until(lambda: counters.foreign_datagrams >= 1, what="a handshake from a new port, refused")
+        assert client.status().generation == 1 and robot.server.status().peer == source
+        robot.clock.advance(0.3)  # the robot's 200 ms link timeout: the old port is quiet
         wait_until(lambda: client.status().generation == 2, what="the new handshake")
         status = client.status()
         assert status.last_loss == LinkLoss(100.0, "no telemetry for 0.6 s")
-        assert robot.server.status().peer == source  # the robot sees the same peer
+        peer = robot.server.status().peer
+        assert peer != source and peer == client.local_address
+        assert counters.link_losses == 1 and counters.same_port_pairings == 0
     finally:
         client.close()
         robot.server.close()

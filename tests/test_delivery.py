@@ -81,6 +81,26 @@ def test_udp_hold_keeps_datagrams_and_a_reset_drops_everything_held() -> None:
     assert schedule.held == [] and schedule.bytes_held == 0 and schedule.udp_dropped == 1
 
 
+def test_held_datagrams_leave_a_drop_in_another_order_with_reorder_held() -> None:
+    """A radio emptying its buffer: each held datagram gets the latency and jitter again
+    from the heal, so a handshake sent late in the drop can overtake a command sent early.
+    A stream's bytes still come back at once and in order."""
+    faults = Faults(latency=0.010, jitter=0.030)
+    schedule: DeliverySchedule[Item] = DeliverySchedule(faults, faults, seed=3, reorder_held=True)
+    assert schedule.udp_hold
+    schedule.partition(at=0.0, seconds=1.0)
+    sent = [f"d{n}" for n in range(12)]
+    for n, name in enumerate(sent):
+        schedule.datagram(lambda name=name: Item(name, datagram=True), "up", 0.1 + 0.02 * n, 10)
+    schedule.stream(Item("a"), "up", 0.5, 0.0)
+    assert schedule.due(0.99) == [] and len(schedule.held) == 13
+    healed = schedule.heal(1.0)
+    assert healed is not None and names(healed[0]) == ["a"]
+    assert schedule.due(1.0 - 1e-9) == []  # nothing before the heal
+    out = names(schedule.due(1.0 + 0.040))  # latency + jitter: all of them by then
+    assert sorted(out) == sorted(sent) and out != sent
+
+
 def test_loss_duplication_and_reordering_of_datagrams() -> None:
     schedule: DeliverySchedule[Item] = DeliverySchedule(Faults(duplicate=1.0, reorder=1.0), Faults(loss=1.0))
     made: list[Item] = []

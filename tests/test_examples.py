@@ -18,18 +18,18 @@ data log says.
 
 One robot serves every run (each run is a new controller: an empty queue). Bounds come
 from the robot's rules (the 200 ms link timeout, 20 ms ticks, its acceleration limits),
-never from tight wall-clock sleeps; each child process has a timeout.
+never from tight wall-clock sleeps; each child process has a timeout. The rules are judged
+on the robot's own loop, as its log shows it (test_field.py's :class:`~test_field.LoopLog`):
+a machine that holds the robot's process back (two cores, the suite's other workers) delays
+its ticks, and what a late tick delays is the machine's doing, not a broken rule.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib.util
 import itertools
 import math
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,10 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import build_wheel, child_env, wheel_only_venv
 
 pytest.importorskip("wpilib", reason="the simulated robot needs RobotPy (python run.py test installs it)")
 
-from benchmarks.harness.judge import Judged, Plan, early, judge, late
+from test_field import LOOP_ENTRIES, LoopLog, late_by_the_robot
+
+from benchmarks.harness.judge import Judged, Plan, early, judge
 from benchmarks.harness.rig import host_tool
 from benchmarks.harness.robotlog import CommandStart, log_clock, records
 from benchmarks.harness.sim import SimRobot, free_port
@@ -66,6 +69,9 @@ for _, _, _ms in PLAN:
     PLAN_STARTS.append(PLAN_STARTS[-1] + _ms / 1000)
 #: A run's bound: the plan is 12.3 s.
 RUN_TIMEOUT_S = 60.0
+#: Bounds on waiting for the robot (its loop running, its log written): generous, since only a
+#: robot that is gone or stuck reaches them, and a busy machine's robot only takes longer.
+WAIT_S = 60.0
 #: The fault proxy cuts the link this long after it listens, for 1 s; its link coming back
 #: later than STALL_S after that means the machine stalled the proxy.
 DROP_AT_S = 4.0
@@ -79,16 +85,16 @@ CLEAN_ATTEMPTS = 3
 #: the next 1 m side 3 cm. A tick that comes late (a busy machine) runs the step longer still.
 #: Measured: 0 to 9 cm and within 4 degrees (6 cm by a new user); 13 cm and 10 degrees with
 #: the machine at load 6 on its 2 cores. Without the closing zero command the square would
-#: end 12 degrees short (the last turn stopped dead: omega^2 / 2 alpha = 0.2 rad).
+#: end 12 degrees short (the last turn stopped dead: omega^2 / 2 alpha = 0.2 rad). A tick
+#: that comes late while the robot turns costs more: see :func:`turn_setbacks`.
 CLOSE_M = 0.25
 CLOSE_DEG = 20.0
 #: The drivetrain's speed decays with kA/kV = 0.08 s once its motors are off: after this
 #: long (6 time constants) a chassis stopped from 0.5 m/s has less than 1 mm left to roll.
 COAST_S = 0.5
-#: The stop packet reaches a robot on loopback within this of Ctrl-C (a busy machine) ...
+#: The stop packet reaches a robot on loopback within this of Ctrl-C (a busy machine); the robot
+#: acts on it at its next tick, whenever the machine runs that.
 STOP_WITHIN_S = 2.0
-#: ... and the robot acts on it at its next tick, which a busy machine may delay (to 5 ticks).
-NEXT_TICK_S = 5 * TICK_S
 
 #: Modules a coprocessor does not have: the wheel must not need them.
 ROBOT_ONLY = ("robotpy", "wpilib", "ntcore", "wpimath", "wpiutil", "hal", "pyfrc", "commands2")
@@ -97,59 +103,16 @@ ROBOT_ONLY = ("robotpy", "wpilib", "ntcore", "wpimath", "wpiutil", "hal", "pyfrc
 # -- the wheel and the environment it goes into ------------------------------------------------
 
 
-def setuptools_here() -> bool:
-    """Whether this environment has the build backend pyproject.toml names (setuptools>=77)."""
-    try:
-        version = importlib.metadata.version("setuptools")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return int(version.split(".")[0]) >= 77
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's wheel, built as docs/coprocessor.md says, from a copy of the project (a
-    build in place would leave build/ behind, whose stale files a later build packs)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "project"
-    junk = (".git", ".venv*", "venv", ".sim", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*junk, ".hypothesis"))
-    # setuptools>=77 is in the test extra: then no index is needed; otherwise pip fetches it.
-    isolation = ["--no-build-isolation"] if setuptools_here() else []
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(tmp / "dist"), "."]
-    result = subprocess.run(command, cwd=source, capture_output=True, text=True, timeout=600)
-    wheels = sorted((tmp / "dist").glob("bcnp_robot-*.whl"))
-    if result.returncode != 0 or len(wheels) != 1:
-        pytest.fail(
-            f"could not build the wheel ({' '.join(command)} exited {result.returncode}; "
-            f"without setuptools>=77 here pip needs a package index to fetch it):\n"
-            f"{result.stdout[-3000:]}{result.stderr[-3000:]}",
-            pytrace=False,
-        )
-    return wheels[0]
+    """The project's wheel, built as docs/coprocessor.md says (support.build_wheel)."""
+    return build_wheel(ROOT, tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")
 def coprocessor(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtual environment with the wheel and nothing else; returns its python."""
-    venv = tmp_path_factory.mktemp("coprocessor") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
-    result = subprocess.run(
-        [*install, "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return python
-
-
-def child_env() -> dict[str, str]:
-    """This environment minus anything that would put the project on the child's path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
-    return {**env, "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1"}
+    return wheel_only_venv(wheel, tmp_path_factory.mktemp("coprocessor"))
 
 
 def test_the_wheel_holds_the_library_and_this_robots_schema_and_no_robot_code(wheel: Path) -> None:
@@ -203,7 +166,7 @@ def test_a_team_number_names_the_robots_address(monkeypatch: pytest.MonkeyPatch)
 def robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
     with SimRobot(tmp_path_factory.mktemp("robot")) as robot:
         robot.start()
-        robot.wait_ticking()
+        robot.wait_ticking(timeout=WAIT_S)
         yield robot
 
 
@@ -238,10 +201,20 @@ class Log:
         return [CommandStart(t, v, w, d) for (t, v), (_, w), (_, d) in zip(vx, omega, ms, strict=False)]
 
     def packets(self, since: float, until: float) -> list[tuple[float, int, bool]]:
-        """(wall time, message count, CLEAR_QUEUE) of each packet the robot received."""
+        """(wall time, message count, CLEAR_QUEUE) of each packet the robot received. The
+        receive thread records a packet once it has handed it to the queue, and the robot's loop
+        may run in between (the thread yields to the tick): a tick that acted on a packet can be
+        logged before the packet is."""
         count = self.between("BCNP/Packet/Count", since, until)
         clear = self.between("BCNP/Packet/ClearQueue", since, until)
         return [(t, n, c) for (t, n), (_, c) in zip(count, clear, strict=False)]
+
+    def loop(self) -> LoopLog:
+        """The robot's loop: when it ran (each record it writes in a tick), what it applied."""
+        entries = self.entries.items()
+        ticks = sorted(t for name, values in entries if name.startswith(LOOP_ENTRIES) for t, _ in values)
+        vx, omega = self["BCNP/Applied/Vx"], self["BCNP/Applied/Omega"]
+        return LoopLog(ticks, [(t, v, w) for (t, v), (_, w) in zip(vx, omega, strict=False)])
 
 
 _GETTERS = {
@@ -271,13 +244,13 @@ def settled_log(robot: SimRobot, until: float) -> Log:
     is there (the log is written every 0.25 s)."""
     time.sleep(max(0.0, until - time.time()))
     mark = time.time()
-    robot.wait_ticking()  # also: the robot still runs and takes a controller
-    deadline = time.monotonic() + 10.0
+    robot.wait_ticking(timeout=WAIT_S)  # also: the robot still runs and takes a controller
+    deadline = time.monotonic() + WAIT_S
     while True:
         log = read_log(robot.log_dir)
         if any(t >= mark for t, _ in log["BCNP/Controller"]):
             return log
-        assert time.monotonic() < deadline, "the robot's log did not catch up within 10 s"
+        assert time.monotonic() < deadline, f"the robot's log did not catch up within {WAIT_S:g} s"
         time.sleep(0.1)
 
 
@@ -330,21 +303,28 @@ def plan_index(first_start: float) -> Any:
     return index_of
 
 
-def lateness(log: Log, run: Run) -> list[Judged]:
+def lateness(log: Log, run: Run) -> tuple[list[Judged], Plan]:
     """Every command the robot started during the run, its step and how long after plan. The
     plan's clock is the host's, which the log does not have: it starts with the first packet
-    of commands (sent right after the host read its clock), as the robot received it."""
-    first = next(t for t, count, _ in log.packets(run.began, run.ended) if count)
+    of commands (sent right after the host read its clock), as the robot received it: by the
+    packet's record, or by the first command's start when that is earlier (the packet's record
+    may trail the tick that started its command, see :meth:`Log.packets`)."""
     starts = log.commands(run.began, run.ended)
-    return judge(starts, [Plan(first, PLAN_STARTS, plan_index(first))])
+    received = next(t for t, count, _ in log.packets(run.began, run.ended) if count)
+    first = min(received, starts[0].wall_time) if starts else received
+    plan = Plan(first, PLAN_STARTS, plan_index(first))
+    return judge(starts, [plan]), plan
 
 
-def on_time(behind: list[Judged]) -> bool:
-    """The rule: no command starts more than the link timeout after its plan. Nor more than
-    EARLY_S before it (the robot starts a command at the tick after it arrives, never sooner;
-    only the log's stamp of the first packet, the plan's start, may trail its arrival)."""
+def on_time(behind: list[Judged], plan: Plan, loop: LoopLog) -> bool:
+    """The rule: no command starts more than the link timeout after its plan while the robot's
+    loop runs (:func:`test_field.late_by_the_robot`). Nor more than EARLY_S before it (the robot
+    starts a command at the tick after it arrives, never sooner; only the plan's start, taken
+    from the robot's log, may trail the host's)."""
     return (
-        all(j.index >= 0 for j in behind) and not late(behind, LINK_TIMEOUT_S) and not early(behind, EARLY_S)
+        all(j.index >= 0 for j in behind)
+        and not late_by_the_robot(behind, plan, loop)
+        and not early(behind, EARLY_S)
     )
 
 
@@ -354,6 +334,42 @@ def closure(log: Log, began: float, ended: float) -> tuple[float, float]:
     x0, y0, h0 = log.pose(first - TICK_S)
     x1, y1, h1 = log.pose(ended + COAST_S)  # the robot has stopped before the example ends
     return math.hypot(x1 - x0, y1 - y0), (h1 - h0 + 180.0) % 360.0 - 180.0
+
+
+def turn_setbacks(log: Log, began: float, ended: float) -> tuple[float, float]:
+    """What the robot's late ticks while it turned may cost the square: (metres, degrees).
+
+    The drivetrain's turn-rate loop (subsystems/turn_loop.py) moves the heading it holds the
+    gyro to by the commanded rate times the loop period, 20 ms, each tick; the chassis turns for
+    as long as the tick really took. A tick that comes late by ``e`` while the robot turns at
+    ``omega`` leaves the chassis ``omega * e`` ahead of that heading, and the loop takes it back:
+    the square's heading ends that much short, and what is driven after turns about where it
+    happened (the square's end moves by that angle times its distance from there)."""
+    loop = log.loop()
+    first = log.commands(began, ended)[0].wall_time
+    x1, y1, _ = log.pose(ended + COAST_S)
+    metres = radians = 0.0
+    for before, tick in itertools.pairwise(t for t in loop.ticks if first <= t <= ended):
+        late_by = tick - before - TICK_S
+        if late_by > 0:
+            setback = abs(log.at("BCNP/Applied/Omega", before)) * late_by
+            x, y, _ = log.pose(before)
+            radians += setback
+            metres += setback * math.hypot(x1 - x, y1 - y)
+    return metres, math.degrees(radians)
+
+
+def timeline(log: Log, since: float, until: float, origin: float) -> str:
+    """The robot's BCNP entries between two wall times, one line each, in seconds from ``origin``
+    (what a failure message shows of the log)."""
+    rows = [
+        (t, name, value)
+        for name, values in log.entries.items()
+        if name.startswith("BCNP/") and name != "BCNP/Packet/Type"
+        for t, value in values
+        if since <= t <= until
+    ]
+    return "\n".join(f"  {t - origin:8.3f} s  {name} = {value}" for t, name, value in sorted(rows))
 
 
 # -- the runs -------------------------------------------------------------------------------------------
@@ -383,14 +399,19 @@ def test_a_clean_run_drives_a_square_that_closes(coprocessor: Path, robot: SimRo
     )
     starts = log.commands(run.began, run.ended)
     assert [(s.vx, s.omega, s.duration_ms) for s in starts] == PLAN, starts
-    behind = lateness(log, run)
+    behind, plan = lateness(log, run)
     assert [j.index for j in behind] == list(range(len(PLAN)))
-    assert on_time(behind), behind
-    # The stop at the end: a CLEAR_QUEUE with no commands, once the plan has run.
-    assert log.packets(run.began, run.ended)[-1][1:] == (0, True)
+    assert on_time(behind, plan, log.loop()), behind
+    # The stop at the end: a CLEAR_QUEUE with no commands, once the plan has run (recorded after
+    # the example's exit at the latest as long as the robot's receive thread was held).
+    assert log.packets(run.began, run.ended + COAST_S)[-1][1:] == (0, True)
     metres, degrees = closure(log, run.began, run.ended)
-    print(f"clean square: ends {metres * 100:.1f} cm and {degrees:+.1f} degrees from where it began")
-    assert metres <= CLOSE_M and abs(degrees) <= CLOSE_DEG
+    held_m, held_deg = turn_setbacks(log, run.began, run.ended)
+    print(
+        f"clean square: ends {metres * 100:.1f} cm and {degrees:+.1f} degrees from where it began "
+        f"(late ticks while turning allow {held_m * 100:.1f} cm and {held_deg:.1f} degrees more)"
+    )
+    assert metres <= CLOSE_M + held_m and abs(degrees) <= CLOSE_DEG + held_deg
 
 
 def run_through_a_drop(coprocessor: Path, robot: SimRobot) -> tuple[Run, str]:
@@ -441,10 +462,11 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     log = settled_log(robot, run.ended + COAST_S)
     print(f"robot:\n{controllers(log, run)}")
     starts = log.commands(run.began, run.ended)
-    behind = lateness(log, run)
+    behind, plan = lateness(log, run)
     steps = [(j.index, j.lateness) for j in behind]
     print(f"latest start {max(t for _, t in steps) * 1e3:.0f} ms after plan; steps started: {steps}")
-    assert on_time(behind), steps
+    loop = log.loop()
+    assert on_time(behind, plan, loop), steps
     assert behind[-1].index == len(PLAN) - 1, "the square did not carry on to its end after the drop"
     assert any(j.start.duration_ms < PLAN[j.index][2] for j in behind), (
         "no step was resumed with what was left of it"
@@ -455,17 +477,22 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     gap, last, resumed = max((b - a, a, b) for a, b in itertools.pairwise(times))
     assert gap >= 0.5, f"the robot never went without packets: longest gap {gap:.3f} s"
     # The robot stops at the tick that finds the link timed out (a stop skips the acceleration
-    # limits) and drives nothing until the link is back.
-    applied = zip(log["BCNP/Applied/Vx"], log["BCNP/Applied/Omega"], strict=False)
-    stopped_at = next(t for (t, vx), (_, omega) in applied if t > last and vx == omega == 0.0)
-    assert stopped_at - last <= LINK_TIMEOUT_S + 2 * TICK_S, f"stopped {stopped_at - last:.3f} s after"
-    moving = [v for _, v in log.between("BCNP/Applied/Vx", stopped_at, resumed - TICK_S / 2) if v]
-    turning = [v for _, v in log.between("BCNP/Applied/Omega", stopped_at, resumed - TICK_S / 2) if v]
+    # limits) and drives nothing until the link is back: its loop did not run on past the
+    # timeout (a tick's records are written up to a tick after it began) without stopping.
+    stopped_at = loop.stopped_after(last)
+    assert stopped_at is not None, "the robot never stopped after its last packet"
+    assert not loop.ran_between(last + LINK_TIMEOUT_S + TICK_S, stopped_at), (
+        f"stopped {stopped_at - last:.3f} s after its last packet, its loop running meanwhile"
+    )
+    # The link was back with the first packet after the silence, or with the command it started,
+    # which the robot's log may show first (see Log.packets).
+    back = min([resumed, *(s.wall_time for s in starts if s.wall_time > stopped_at)])
+    moving = [v for _, v in log.between("BCNP/Applied/Vx", stopped_at, back - TICK_S / 2) if v]
+    turning = [v for _, v in log.between("BCNP/Applied/Omega", stopped_at, back - TICK_S / 2) if v]
     assert moving == [] and turning == [], (moving, turning)
-    assert [s for s in starts if stopped_at < s.wall_time < resumed] == []
-    assert resumed > stopped_at + COAST_S  # a 1 s drop: time to see the robot stand still
+    assert back > stopped_at + COAST_S  # a 1 s drop: time to see the robot stand still
     x0, y0, h0 = log.pose(stopped_at + COAST_S)
-    x1, y1, h1 = log.pose(resumed)
+    x1, y1, h1 = log.pose(back - TICK_S / 2)
     assert math.hypot(x1 - x0, y1 - y0) < 0.01 and abs(h1 - h0) < 0.5, (
         "the robot moved while the link was down"
     )
@@ -504,15 +531,32 @@ def test_ctrl_c_stops_the_robot_and_exits_130(coprocessor: Path, robot: SimRobot
     assert proc.returncode == 130, output
     assert "interrupted" in output.splitlines()[-1], output
     log = settled_log(robot, ended + COAST_S)
-    stops = [t for t, n, clear in log.packets(interrupted, ended) if n == 0 and clear]
-    assert stops, "no CLEAR_QUEUE stop reached the robot after Ctrl-C"
+    seen = (
+        f"Ctrl-C at 0, the example ended at {ended - interrupted:.3f} s; the robot's log:\n"
+        f"{timeline(log, interrupted - 1.0, ended + COAST_S, interrupted)}"
+    )
+    print(seen)
+    # The stop went before the example exited; the robot records it when its receive thread has
+    # handed it on, which a busy machine can hold past that exit.
+    stops = [t for t, n, clear in log.packets(interrupted, ended + COAST_S) if n == 0 and clear]
+    assert stops, f"no CLEAR_QUEUE stop reached the robot after Ctrl-C\n{seen}"
     stop = stops[0]
-    assert stop - interrupted < STOP_WITHIN_S
+    assert stop - interrupted < STOP_WITHIN_S, seen
     # Stopped at the next tick (a stop skips the acceleration limits), and nothing started after.
-    applied = log.between("BCNP/Applied/Vx", stop, ended + COAST_S)
-    assert applied and applied[0][1] == 0.0, applied
-    assert applied[0][0] - stop <= NEXT_TICK_S, f"stopped {applied[0][0] - stop:.3f} s after the stop"
-    assert log.commands(stop, ended + COAST_S) == []
-    x0, y0, _ = log.pose(stop + COAST_S)
-    x1, y1, _ = log.pose(ended + COAST_S)
-    assert math.hypot(x1 - x0, y1 - y0) < 0.01
+    # That tick may be logged before the stop is (see Log.packets): then the robot applied nothing
+    # already when the stop was recorded. And a machine may hold the robot's loop past the
+    # example's end: the log is read to its end (settled_log: it holds a tick after that).
+    if log.at("BCNP/Applied/Vx", stop) == 0.0:
+        stopped_at = stop
+    else:
+        stopped = [t for t, v in log.between("BCNP/Applied/Vx", stop, math.inf) if v == 0.0]
+        assert stopped, f"the robot never stopped after the stop\n{seen}"
+        stopped_at = stopped[0]
+    # The loop did not run on past the tick under way (its records are written up to a tick after
+    # it began) without stopping, nor drive again after.
+    assert not log.loop().ran_between(stop + TICK_S, stopped_at), seen
+    assert all(v == 0.0 for _, v in log.between("BCNP/Applied/Vx", stopped_at, math.inf)), seen
+    assert log.commands(stop, math.inf) == [], seen
+    x0, y0, _ = log.pose(stopped_at + COAST_S)
+    x1, y1, _ = log.pose(math.inf)
+    assert math.hypot(x1 - x0, y1 - y0) < 0.01, seen

@@ -2,8 +2,8 @@
 
 * replay drives the real robot program (pyfrc, WPILib simulation) over
   loopback TCP while this thread steps the simulation one 20 ms tick at a time,
-  about as fast as the wall clock (the CLI paces itself by wall time); the
-  telemetry CSV it records then goes through ``plot``.
+  keeping its clock with the wall clock (the CLI paces itself by wall time; see
+  :func:`step_while`); the telemetry CSV it records then goes through ``plot``.
 * monitor reads a real NT4 server on free ports.
 
 Assertions are about what arrived and what was drawn, never about how fast.
@@ -51,15 +51,29 @@ def running_robot(control, robot):  # type: ignore[no-untyped-def]
         yield robot
 
 
+TICK_S = 0.02
+#: Ticks stepped at once to catch up with the wall clock: the host's packets that arrived
+#: meanwhile are all stamped with the robot's time before them, and a burst as long as the
+#: robot's 200 ms link timeout would lose the link.
+CATCH_UP_TICKS = 3
+
+
 def step_while(thread: threading.Thread, limit_s: float = 60.0) -> int:
-    """Steps the simulation a tick per ~20 ms of wall time until ``thread`` ends."""
+    """Steps the simulation a tick each 20 ms of wall time until ``thread`` ends: the robot's clock
+    keeps with the host's. A tick the machine delays is made up soon after (a few at a time),
+    so the host's plan, on the wall clock, and the robot's queue, on its own, stay together
+    instead of the robot falling further behind with each late tick (a tick a step plus a
+    20 ms sleep, on a busy machine: the path's end was never driven before the host was done)."""
     ticks = 0
-    deadline = time.monotonic() + limit_s
+    started = time.monotonic()
+    deadline = started + limit_s
     while thread.is_alive() and time.monotonic() < deadline:
-        DriverStationSim.notifyNewData()
-        stepTiming(0.02)
-        ticks += 1
-        time.sleep(0.02)
+        due = int((time.monotonic() - started) / TICK_S) + 1 - ticks
+        for _ in range(min(due, CATCH_UP_TICKS)):
+            DriverStationSim.notifyNewData()
+            stepTiming(TICK_S)
+            ticks += 1
+        time.sleep(max(0.0, started + ticks * TICK_S - time.monotonic()))
     assert not thread.is_alive(), "replay did not finish"
     return ticks
 

@@ -261,3 +261,48 @@ def test_a_log_the_writer_paused_is_resumed_within_a_second(sim: Sim) -> None:
         after = read_log_after(text, lambda log: 0.7 in log["BCNP/Command/Vx"])
     assert after["BCNP/Command/Vx"] == [0.7]
     assert ("Test/Mark", lost) not in read_log().records
+
+
+_SIGTERM_CHILD = """
+import os, signal, sys, time
+import wpilib
+from wpiutil.log import StringLogEntry
+from subsystems.recording import finish_log_on_sigterm
+wpilib.DataLogManager.start(sys.argv[1])
+entry = StringLogEntry(wpilib.DataLogManager.getLog(), "Test/Last")
+assert finish_log_on_sigterm()
+time.sleep(1.0)  # a log that has been running: its file open, written each quarter second
+entry.append("written just before the signal")
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(10)
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+def test_a_sigterm_writes_the_log_whole_before_the_robot_exits(tmp_path: Path) -> None:
+    """What python run.py sim (and a roboRIO) stops the robot with: the records of the last
+    quarter second are written, not lost with the process."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(constants.__file__).resolve().parent
+    child = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_CHILD, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 128 + signal.SIGTERM, child.stderr
+    assert "Traceback" not in child.stderr
+    (path,) = tmp_path.glob("*.wpilog")
+    reader = DataLogReader(str(path))
+    names: dict[int, str] = {}
+    values = []
+    for record in reader:
+        if record.isStart():
+            names[record.getStartData().entry] = record.getStartData().name
+        elif not record.isControl() and names.get(record.getEntry()) == "Test/Last":
+            values.append(record.getString())
+    assert values == ["written just before the signal"]

@@ -1,9 +1,12 @@
 """SysId in the simulator: the four "SysId" autonomous modes (autonomous/sysid.py) run on the
 simulated drivetrain, each wiring, with rolling friction on; their entries are read back from
 the ``.wpilog`` with wpiutil's DataLogReader, and kS, kV and kA are fitted from them as WPILib's
-SysId tool fits a simple motor, to land on the simulated drivetrain's own.
+SysId tool fits a simple motor, to land on the simulated drivetrain's own. "SysId: all four
+tests" runs them in one enable into one log, which fits the same; while a test drives open
+loop, ``Network/VxError`` and ``WError`` read 0.
 
-Simulated time moves one 20 ms tick at a time, as in test_autonomous.py.
+Simulated time moves one 20 ms tick at a time, as in test_autonomous.py, but for the headless
+route (a ``--nogui`` simulator process with ``BCNP_SIM_AUTO_MODE``, read over NetworkTables 4).
 """
 
 from __future__ import annotations
@@ -334,3 +337,166 @@ def test_with_the_field_connected_a_test_refuses_to_drive(sim: Sim) -> None:
         sim.tick(enabled=False)
     sim.run(2.0)  # off the field, the next enable runs the test
     assert not still(sim)
+
+
+# -- all four in one enable ------------------------------------------------------------------------
+
+ALL_FOUR = sysid.AllFourTests.MODE_NAME
+
+
+@dataclass
+class Tick:
+    """What one tick of the robot showed: whether it stood still, and the drive keys."""
+
+    still: bool
+    vx_error: float
+    w_error: float
+    actual_vx: float
+    actual_w: float
+
+
+def tick_and_read(sim: Sim) -> Tick:
+    sim.tick()
+    return Tick(
+        still(sim),
+        sim.number("Network/VxError"),
+        sim.number("Network/WError"),
+        sim.number("Network/ActualVx"),
+        sim.number("Network/ActualW"),
+    )
+
+
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_all_four_tests_run_in_one_enable_into_one_log_sysid_fits(sim: Sim) -> None:
+    """One selection, one enable: the four tests in SysId's order, a rest between them, all in
+    one data log, which fits the simulated drivetrain as the four separate modes' does. The
+    error keys read 0 while a test drives open loop, and the error against 0 while it rests."""
+    start = mark()
+    choose(sim, ALL_FOUR)
+    ticks: list[Tick] = []
+    limit = round((4 * constants.SYSID_TIMEOUT_S + 3 * sysid.REST_S) / TICK)
+    while not sim.string(sysid.STATUS_KEY).startswith(f"{ALL_FOUR}: done"):
+        assert len(ticks) < limit, sim.string(sysid.STATUS_KEY)
+        ticks.append(tick_and_read(sim))
+    assert sim.string(sysid.STATUS_KEY) == f"{ALL_FOUR}: done: the four tests ran"
+    sim.run(1.0)  # and then nothing more
+    assert still(sim)
+
+    routine = read_routine(start, done=4)
+    runs = [(state, len(list(group))) for state, group in itertools.groupby(routine.states)]
+    assert [state for state, _ in runs] == [s for test in TESTS for s in (test, "none")]
+    # Each ended at the distance cap (the quasistatic ramp at about 5 s, the step at 1.5 s).
+    assert all(n < constants.SYSID_TIMEOUT_S / TICK for state, n in runs if state != "none")
+    # Between two tests the robot stood still for the rest; the ramp's first tick drives 0 V,
+    # and the last test's last tick stopped the robot.
+    gaps = [len(list(group)) for is_still, group in itertools.groupby(t.still for t in ticks) if is_still]
+    rest = round(sysid.REST_S / TICK)
+    assert gaps == [1, rest + 1, rest, rest, 1], gaps
+    assert abs(sim.travelled()) < 0.5  # forward, then reverse: back near where it began
+
+    # The keys: against the open-loop tick before, 0; against a stop, the error against 0.
+    after_drive = [now for before, now in itertools.pairwise(ticks) if not before.still]
+    after_stop = [now for before, now in itertools.pairwise(ticks) if before.still and now.still]
+    assert max(abs(t.actual_vx) for t in after_drive) > 2.0  # the dynamic step's speed
+    assert all(t.vx_error == 0.0 and t.w_error == 0.0 for t in after_drive)
+    assert all(t.vx_error == -t.actual_vx and t.w_error == -t.actual_w for t in after_stop)
+    assert max(abs(t.vx_error) for t in after_stop) > 0.5  # braking after a test
+
+    truth = through_pwm_deadband(simulated_gains())
+    for motor in sysid.MOTORS:
+        gains = fit([run for test in TESTS for run in routine.runs[test][motor]])
+        assert gains.ks == pytest.approx(truth.ks, rel=0.1), motor
+        assert gains.kv == pytest.approx(truth.kv, rel=0.1), motor
+        assert gains.ka == pytest.approx(truth.ka, rel=0.1), motor
+
+
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_all_four_tests_stop_with_autonomous_and_start_over_at_the_next_enable(sim: Sim) -> None:
+    start = mark()
+    choose(sim, ALL_FOUR)
+    for _ in range(round(constants.SYSID_TIMEOUT_S / TICK)):
+        if sim.string(sysid.STATUS_KEY).startswith("SysId: quasistatic forward: ended"):
+            break
+        sim.tick()
+    sim.run(0.5)  # resting
+    assert still(sim)
+    sim.tick(enabled=False)
+    expected = f"{ALL_FOUR}: stopped: autonomous ended after 1 of the four tests"
+    assert sim.string(sysid.STATUS_KEY) == expected
+    sim.run(sysid.REST_S, enabled=False)
+    assert still(sim) and read_routine(start, done=1).states.count("quasistatic-reverse") == 0
+    sim.run(0.1)  # enabled again: from the first test
+    assert sim.string(sysid.STATUS_KEY) == "SysId: quasistatic forward: running"
+    sim.tick(enabled=False)
+    assert sim.string(sysid.STATUS_KEY) == "SysId: quasistatic forward: stopped: autonomous ended"
+    states = read_routine(start, done=2).states
+    assert [state for state, _ in itertools.groupby(states)] == ["quasistatic-forward", "none"] * 2
+
+
+@pytest.mark.parametrize("wiring", ["kitbot"], indirect=True)
+def test_all_four_tests_refuse_with_the_field_connected(sim: Sim) -> None:
+    choose(sim, ALL_FOUR)
+    DriverStationSim.setFmsAttached(True)
+    try:
+        sim.run(2 * sysid.REST_S)  # long enough to have gone on to the next test
+        assert still(sim) and abs(sim.travelled()) < 1e-6
+        assert sim.string(sysid.STATUS_KEY) == "SysId: quasistatic forward: refused: " + FieldGuard.REASON
+        errors = SmartDashboard.getStringArray("Autonomous/errors", [])
+        assert any(e.startswith(f"{ALL_FOUR} refused") for e in errors)
+    finally:
+        DriverStationSim.setFmsAttached(False)
+        sim.tick(enabled=False)
+
+
+# -- headless: the mode picked by BCNP_SIM_AUTO_MODE, the keys read over NetworkTables ---------------
+
+
+def test_headless_the_variable_picks_a_sysid_mode_and_the_error_keys_read_0_in_it(tmp_path: Path) -> None:
+    """The route docs/robot.md gives for a simulator without a GUI: ``python run.py sim --nogui``
+    with ``BCNP_SIM_AUTO_MODE`` naming the mode (SimRobot starts it that way), the keys read by
+    a NetworkTables 4 client as a dashboard reads them. Every value of ``VxError`` and ``WError``
+    the robot wrote until the test ended is 0, while the robot ran well over 0.5 m/s."""
+    import ntcore
+
+    from benchmarks.harness.sim import SimRobot
+
+    mode = "SysId: quasistatic forward"
+    # Friction: the wheels start turning at about 2 V, 2 s in, so that the client, connected
+    # once the robot answers, sees the whole test (3 m: about 6 s in).
+    env: dict[str, str | None] = {settings.AUTO_MODE: mode, settings.FRICTION_V: "1.5"}
+    with SimRobot(tmp_path / "logs", env=env) as robot:
+        robot.start(timeout=120.0)
+        client = ntcore.NetworkTableInstance.create()
+        try:
+            every = ntcore.PubSubOptions(sendAll=True, pollStorage=10_000)
+            numbers = {
+                name: client.getDoubleTopic(f"/SmartDashboard/Network/{name}").subscribe(math.nan, every)
+                for name in ("VxError", "WError", "ActualVx")
+            }
+            status = client.getStringTopic(f"/SmartDashboard/{sysid.STATUS_KEY}").subscribe("", every)
+            client.startClient4("test-sysid")
+            client.setServer("127.0.0.1", robot.nt_port)
+            statuses: list[ntcore.TimestampedString] = []
+
+            def ended() -> bool:
+                statuses.extend(status.readQueue())
+                return any(s.value.startswith(f"{mode}: ended") for s in statuses)
+
+            try:
+                wait_until(ended, timeout=60.0, what=f"{mode} to end")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}: {[s.value for s in statuses]}\n{robot.output(30)}") from None
+            values = {name: sub.readQueue() for name, sub in numbers.items()}
+        finally:
+            for sub in (*numbers.values(), status):
+                sub.close()
+            ntcore.NetworkTableInstance.destroy(client)
+        output = robot.output(200)
+    assert f"Enabling '{mode}'" in output and "Traceback" not in output, output
+    assert statuses[0].value == f"{mode}: running", [s.value for s in statuses]
+    end = next(s.serverTime for s in statuses if s.value.startswith(f"{mode}: ended"))
+    # The keys of the tick that ended the test are written a moment after the status, and a
+    # tick (20 ms) before the next tick's.
+    during = {name: [v.value for v in queue if v.serverTime < end + 10_000] for name, queue in values.items()}
+    assert max(during["ActualVx"]) > 0.5, during["ActualVx"]
+    assert set(during["VxError"]) == {0.0} and set(during["WError"]) == {0.0}, during

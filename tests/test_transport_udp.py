@@ -133,8 +133,9 @@ def test_silent_peer_is_unlocked_and_another_can_pair(schema: bcnp.Schema) -> No
             assert robot.server.status().controllers == 2
             second.send(drive_packet(schema, 4))
             wait_until(lambda: len(robot.packets) == 1)
-            first.send(drive_packet(schema, 5))  # the old peer is now the foreign one
-            wait_until(lambda: robot.server.status().foreign_datagrams == 1)
+            first.send(drive_packet(schema, 5))  # the old peer's datagrams are stale now
+            wait_until(lambda: robot.server.status().stale_datagrams == 1)
+            assert robot.server.status().foreign_datagrams == 0
         first.close()
         assert [p.count for p in robot.packets] == [4]
     finally:

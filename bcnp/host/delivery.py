@@ -19,6 +19,9 @@ what arrived and when (:meth:`DeliverySchedule.stream` for a TCP chunk,
 * While the link is cut (a partition) what falls due is held, in order, and
   handed back when it heals, as TCP retransmission does after a radio fade;
   datagrams are dropped instead, unless ``udp_hold``. A reset drops everything held.
+  With ``reorder_held`` the held datagrams leave as a radio empties its buffer: each
+  with the link's latency and jitter again from the heal, so they may come out in
+  another order (a handshake sent late in the drop ahead of a command sent early).
 
 The items are the relay's own; the schedule only asks their ``size``, whether
 each is a ``datagram``, and whether it is ``dead()`` (its connection gone).
@@ -61,6 +64,7 @@ class DeliverySchedule(Generic[T]):
         *,
         seed: int | None = None,
         udp_hold: bool = False,
+        reorder_held: bool = False,
         script: Iterable[tuple[float, Event]] = (),
     ) -> None:
         self.faults: dict[Direction, Faults] = {"up": up, "down": down}
@@ -68,7 +72,8 @@ class DeliverySchedule(Generic[T]):
         self.script = sorted(script, key=lambda item: item[0])
         if any(at < 0 or not isinstance(ev, Event) for at, ev in self.script):
             raise ValueError("script: each item must be (seconds >= 0, Partition | Heal | Reset | SetFaults)")
-        self.udp_hold = udp_hold
+        self.udp_hold = udp_hold or reorder_held
+        self.reorder_held = reorder_held
         self.start = 0.0
         self.partitioned = False
         self.partition_until: float | None = None
@@ -175,14 +180,21 @@ class DeliverySchedule(Generic[T]):
         self.partitioned, self.partition_until = True, until
         return True
 
-    def heal(self) -> tuple[list[T], int] | None:
-        """End the cut: what was held, in order, to deliver now, and its bytes; ``None`` when the
-        link was not cut."""
+    def heal(self, now: float = 0.0) -> tuple[list[T], int] | None:
+        """End the cut at ``now``: what was held, in order, to deliver now, and its bytes;
+        ``None`` when the link was not cut. With ``reorder_held`` the held datagrams are
+        scheduled again from ``now`` instead (:meth:`due` hands them out)."""
         if not self.partitioned:
             return None
         self.partitioned, self.partition_until = False, None
         held, self.held = self.held, []
         released, self.bytes_held = self.bytes_held, 0
+        if self.reorder_held:
+            for item in held:
+                if item.datagram:
+                    direction: Direction = getattr(item, "direction", "up")
+                    self._push(self.arrival(direction, item.size, now), item)
+            held = [item for item in held if not item.datagram]
         return held, released
 
     def reset(self) -> None:

@@ -11,10 +11,9 @@ names the robot; a refusal closes the socket and raises
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +29,9 @@ from ..wire import HANDSHAKE_SIZE
 from .errors import LinkClosedError, LinkError, RobotUnreachableError, SchemaMismatchError
 
 __all__ = ["Dial", "Traffic"]
+
+#: New sockets tried for a UDP source port this host has not used before.
+_PORT_TRIES = 8
 
 
 class Traffic(Protocol):
@@ -54,12 +56,14 @@ class Dial:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def open(self, connection: Connection, traffic: Traffic, udp_port: int = 0) -> tuple[socket.socket, int]:
+    def open(
+        self, connection: Connection, traffic: Traffic, avoid_udp_ports: Collection[int] = ()
+    ) -> tuple[socket.socket, int]:
         """A socket whose handshake passed, and the robot's schema hash. ``connection`` is
         fresh; the caller accepts it (what came behind the handshake) once it has taken the
-        socket. ``udp_port``: the UDP source port to bind again (0: any)."""
+        socket. ``avoid_udp_ports``: UDP source ports this host used before, never used again."""
         if self.udp:
-            sock, outcome = self._udp(connection, traffic, udp_port)
+            sock, outcome = self._udp(connection, traffic, avoid_udp_ports)
         else:
             sock, outcome = self._tcp(connection, traffic)
         if isinstance(outcome, HandshakeRejected):
@@ -124,20 +128,31 @@ class Dial:
         return sock, outcome
 
     def _udp(
-        self, connection: Connection, traffic: Traffic, udp_port: int
+        self, connection: Connection, traffic: Traffic, avoid_ports: Collection[int]
     ) -> tuple[socket.socket, HandshakeAccepted | HandshakeRejected]:
         try:
             infos = socket.getaddrinfo(self.host, self.port, socket.AF_INET, socket.SOCK_DGRAM)
         except OSError as exc:
             raise self.unreachable(exc.strerror or str(exc)) from None
+        # A new source port for each connection: a command a network held through a drop
+        # still comes from the old port, and the robot refuses it once we paired again
+        # (the wire has no sequence number to tell it by). The kernel picks the port; one
+        # we used before is given back and another taken.
+        target = infos[0][4]
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        if udp_port:
-            # The same source as before: a robot that still holds us as its peer
-            # answers our handshake instead of waiting out its idle timeout.
-            with contextlib.suppress(OSError):
-                sock.bind(("", udp_port))
         try:
-            sock.connect(infos[0][4])
+            sock.connect(target)
+            for _ in range(_PORT_TRIES):
+                if sock.getsockname()[1] not in avoid_ports:
+                    break
+                fresh = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                try:
+                    fresh.connect(target)  # while the used one still holds its port
+                except OSError:
+                    fresh.close()
+                    raise
+                sock.close()
+                sock = fresh
         except OSError as exc:
             sock.close()
             raise self.unreachable(exc.strerror or str(exc)) from None

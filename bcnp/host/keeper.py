@@ -18,6 +18,7 @@ import selectors
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -88,7 +89,8 @@ class LinkKeeper:
             spec.id: spec.field_names.index(STAMP_FIELD) for spec in schema if STAMP_FIELD in spec.field_names
         }
         self._sock: socket.socket | None = None
-        self._udp_port = 0  # our UDP source port, kept across reconnects
+        #: Our recent UDP source ports: each connection takes a new one (see :mod:`bcnp.host.dial`).
+        self._udp_ports: deque[int] = deque(maxlen=32)
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._closed_reason: str | None = None
@@ -198,14 +200,14 @@ class LinkKeeper:
         self._connection = connection = self._new_connection()
         dial = Dial(self.host, self.port, self.udp, self.timeout, self.clock)
         try:
-            sock, self.remote_hash = dial.open(connection, self, self._udp_port)
+            sock, self.remote_hash = dial.open(connection, self, self._udp_ports)
         except SchemaMismatchError as exc:
             self.remote_hash = exc.remote_hash
             raise
         connection.accept(self.clock())  # telemetry that came with the handshake
         sock.settimeout(None)
         if self.udp:
-            self._udp_port = sock.getsockname()[1]
+            self._udp_ports.append(sock.getsockname()[1])
         return sock
 
     def close(self) -> None:
@@ -331,13 +333,16 @@ class LinkKeeper:
             while not self._closing.is_set():
                 now = self.clock()
                 with self._changed:
-                    action = self._machine.poll(now)
+                    # A send found it dead: the reconnect is _run's. Asked first, the machine
+                    # would hand out that attempt here (its state then "connecting"), unmade.
+                    dead = self._machine.state is not LinkState.CONNECTED
+                    action = None if dead else self._machine.poll(now)
+                if dead:
+                    self._drop_socket(sock)
+                    return
                 if isinstance(action, Disconnect):
                     self._drop_socket(sock)
                     self._notify()
-                    return
-                if self._machine.state is not LinkState.CONNECTED:  # a send found it dead
-                    self._drop_socket(sock)
                     return
                 wait = 0.5 if action.until is None else max(0.0, action.until - now)  # type: ignore[union-attr]
                 if interval is not None:

@@ -19,7 +19,8 @@ direction has its own :class:`Faults`.
   that connects meanwhile is accepted and connected upstream when it ends.
 * UDP: each client source address gets its own upstream socket, so the target
   sees one peer per client; each datagram gets its own delay (jitter may reorder
-  them). During a partition datagrams are dropped, or held with ``udp_hold``.
+  them). During a partition datagrams are dropped, or held with ``udp_hold`` (with
+  ``reorder_held`` released each with the latency and jitter again: in another order).
 * A reset aborts every TCP connection on both sides (RST), drops what a
   partition holds and forgets the UDP clients (their next datagram gets a new
   upstream socket), as a robot program restart or a radio reboot does.
@@ -87,6 +88,7 @@ class Proxy:
         up: Faults | None = None,
         down: Faults | None = None,
         udp_hold: bool = False,
+        reorder_held: bool = False,
         seed: int | None = None,
         script: Iterable[tuple[float, Event]] = (),
         clock: Callable[[], float] = time.monotonic,
@@ -101,9 +103,9 @@ class Proxy:
         base = faults if faults is not None else Faults()
         #: When each item arrives, and what a link drop does to it (sans-I/O).
         self._schedule: DeliverySchedule[Chunk | Datagram] = DeliverySchedule(
-            up or base, down or base, seed=seed, udp_hold=udp_hold, script=script
+            up or base, down or base, seed=seed, udp_hold=udp_hold, reorder_held=reorder_held, script=script
         )
-        self._udp_hold, self._udp_idle = udp_hold, udp_idle_timeout
+        self._udp_hold, self._udp_idle = self._schedule.udp_hold, udp_idle_timeout
         self._clock, self._on_event = clock, on_event
         default_wait = 1.0 if clock is time.monotonic else 0.005
         self._max_wait = default_wait if poll_interval is None else poll_interval
@@ -302,7 +304,7 @@ class Proxy:
         self._event(f"link drop{length}: tcp held, udp {'held' if self._udp_hold else 'dropped'}")
 
     def _heal(self) -> None:
-        healed = self._schedule.heal()
+        healed = self._schedule.heal(self._clock())
         if healed is None:
             return
         held, released = healed

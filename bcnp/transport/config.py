@@ -134,6 +134,10 @@ class TransportCounters:
     discarded_bytes: int = 0  # bytes dropped when a controller went: a partial frame, what came after a loss
     foreign_datagrams: int = 0  # UDP: datagrams from a source other than the locked peer
     unpaired_datagrams: int = 0  # UDP: non-handshake datagrams before pairing
+    stale_datagrams: int = (
+        0  # UDP: datagrams from an earlier controller's source while another holds the link
+    )
+    same_port_pairings: int = 0  # UDP: an earlier controller paired again from its old source port
     send_refused: int = 0  # packets refused because the send buffer was full
     send_failures: int = 0  # packets not sent for any other reason (no peer, too large, OS error)
     internal_errors: int = 0  # unexpected exceptions caught in the receive thread

@@ -12,6 +12,16 @@ packet for the link timeout) is unlocked at once (``end_on_link_loss``), and
 what it sends afterwards is dropped until it handshakes again. A source outside
 ``allowed_peers`` is ignored altogether: never answered, paired or parsed.
 
+Datagrams a network held through a drop look like new ones: the wire has no
+sequence number. What tells them apart is their source. Our host reconnects from
+a new source port, so whatever still comes from an earlier controller's address
+while another holds the link is refused and counted (``stale_datagrams``). A
+client that handshakes again from its old port is paired, as the reference robot
+pairs it; when it had sent commands from that port, it is counted
+(``same_port_pairings``) and warned about once, because what the network held
+from it can no longer be told from what it sends now
+(docs/reliability.md, "Held datagrams").
+
 Each datagram from the locked peer is fed to the parser as it is (one may hold
 several packets). An 8-byte datagram cannot be a packet (the smallest is 11
 bytes), so a handshake from the locked peer is recognised, answered and never
@@ -47,7 +57,10 @@ class UdpServer(ServerBase):
     """
 
     kind = "udp"
-    warnings = ("not_allowed", "refused", "handshake")
+    warnings = ("not_allowed", "refused", "handshake", "stale")
+
+    #: Earlier controllers' addresses remembered: their datagrams are stale.
+    EARLIER_CONTROLLERS = 8
 
     #: Datagrams handled per wake-up of the receive thread.
     MAX_DATAGRAMS_PER_WAKE = 16
@@ -70,6 +83,10 @@ class UdpServer(ServerBase):
         self._handshake = encode_handshake(self.local_hash)
         self._outbox: deque[tuple[bytes, tuple[object, ...]]] = deque()  # deferred sends
         self._outbox_bytes = 0
+        # Earlier controllers, oldest first: whether each sent more than its handshake.
+        self._earlier: dict[tuple[object, ...], bool] = {}
+        self._peer_sent = False  # the controller sent more than its handshake
+        self._warned_same_port = False
         return int(sock.getsockname()[1])
 
     def _serve(self, waker: Waker) -> None:
@@ -113,6 +130,8 @@ class UdpServer(ServerBase):
                     continue
                 if peer is None or connection is None:
                     self._pair(data, source)
+                elif source in self._earlier:
+                    self._stale(source)
                 else:
                     self.counters.foreign_datagrams += 1
                 continue
@@ -131,6 +150,8 @@ class UdpServer(ServerBase):
             lost = self._feed(connection, data, now)
             if lost is not None:
                 self._unlock(*ending(lost))
+            else:
+                self._peer_sent = True
 
     def _pair(self, data: bytes, source: tuple[object, ...]) -> None:
         if not is_handshake_datagram(data):
@@ -152,7 +173,25 @@ class UdpServer(ServerBase):
             return
         self._take_controller(connection, source, now)
         log.info("BCNP udp: paired with %s (hash 0x%08X)", format_address(source), outcome.remote_hash)
+        self._peer_sent = False
+        if self._earlier.pop(source, False):  # it sent commands from this port before
+            self.counters.same_port_pairings += 1
+            if not self._warned_same_port:
+                self._warned_same_port = True
+                log.warning(
+                    "BCNP udp: %s paired again from the same source port after sending from it: what "
+                    "the network held from its earlier link cannot be told from what it sends now (a "
+                    "client should reconnect from a new source port; docs/reliability.md)",
+                    format_address(source),
+                )
         self._answer(source)
+
+    def _stale(self, source: tuple[object, ...]) -> None:
+        """A datagram from an earlier controller while another holds the link: held by the
+        network through a drop, or sent by a host that has since reconnected. Refused."""
+        self.counters.stale_datagrams += 1
+        self.last_reject = f"{format_address(source)}: from an earlier controller, refused"
+        self._warn["stale"].warning("BCNP udp: %s", self.last_reject)
 
     def _send_queued(self) -> None:
         # As TCP's flush: the lock guards the queue, not the write (this thread closes the socket).
@@ -196,6 +235,11 @@ class UdpServer(ServerBase):
     def _unlock(self, reason: str, counter: str | None = None, discarded: int = 0) -> None:
         peer = self._peer
         self._end_controller(reason, counter, self._drop_queued, discarded)
+        if peer is not None:
+            self._earlier.pop(peer, None)
+            self._earlier[peer] = self._peer_sent
+            if len(self._earlier) > self.EARLIER_CONTROLLERS:
+                del self._earlier[next(iter(self._earlier))]
         log.info("BCNP udp: unlocked %s: %s", format_address(peer), reason)
 
     def _close_all(self) -> None:

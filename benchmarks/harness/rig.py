@@ -5,14 +5,16 @@ and the ways a benchmark or a test drives a path with them.
 in front of ``127.0.0.1:port``, records its events with the wall time they happened
 (:class:`Events`), gives clients connected through it (:meth:`Rig.connect`, retried while
 the robot still holds a previous controller) and closes everything at its end; ``proxied=False``
-gives clients straight to the robot, for a case without faults. :meth:`Rig.drop_once` is a
+gives clients straight to the robot, for a case without faults; ``reorder_held``: UDP held
+through a drop and released in the link's jitter. :meth:`Rig.drop_once` is a
 partition that happens once, when a path's time reaches a moment. :data:`FIELD` is the
 field profile the benchmarks run their faulty cases under.
 
 Driving: :func:`recorded_replay` (a replay with the robot's telemetry recorded on its
 schedule), :func:`drive` (a path open loop, ``Replay``, or closed loop, ``Follower``,
-``replay --follow``) and :func:`watched_drive` (one through a rig of its own, the true pose
-sampled around it). :func:`host_tool` runs ``python -m bcnp ...`` as a child, as a user
+``replay --follow``: on the robot's own pose, ``Network/Pose``, given its NetworkTables
+port, else on the wheels) and :func:`watched_drive` (one through a rig of its own, the true
+pose sampled around it). :func:`host_tool` runs ``python -m bcnp ...`` as a child, as a user
 runs it.
 """
 
@@ -39,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 LOCAL = "127.0.0.1"
 #: The field profile: 5 ms ± 3 ms of latency and 7 Mbit/s each way, 1 % of UDP datagrams lost.
 FIELD = Faults(latency=0.005, jitter=0.003, bandwidth=7e6, loss=0.01)
+#: How long a drive on the robot's pose waits for the first (a simulator answers within a second).
+POSE_WAIT_S = 10.0
 
 
 class Events:
@@ -93,6 +97,7 @@ class Rig:
         seed: int | None = None,
         on_event: Callable[[float, str], object] | None = None,
         proxied: bool = True,
+        reorder_held: bool = False,
     ) -> None:
         if transport not in ("tcp", "udp", "both"):
             raise ValueError(f"transport: tcp, udp or both, not {transport!r}")
@@ -106,6 +111,7 @@ class Rig:
                 tcp=transport != "udp",
                 udp=transport != "tcp",
                 faults=faults,
+                reorder_held=reorder_held,
                 seed=seed,
                 on_event=self.events,
             )
@@ -191,10 +197,13 @@ def drive(
     reference: Trajectory,
     limits: DriveLimits,
     at: Callable[[float], object] | None = None,
+    nt_port: int | None = None,
 ) -> int:
     """Drives a path through a connected client, open loop (``mode="open"``: ``commands``
-    replayed) or closed loop (``"follow"``: ``reference`` followed within ``limits``);
-    ``at(path time)`` is called as it goes. Returns the outages it rode through."""
+    replayed) or closed loop (``"follow"``: ``reference`` followed within ``limits``, on the
+    robot's own pose from its NetworkTables server on ``127.0.0.1:nt_port`` if given, as
+    ``replay --follow`` does, else on the wheel telemetry); ``at(path time)`` is called as
+    it goes. Returns the outages it rode through."""
     if mode == "open":
         replay = Replay(client, commands)
         replay.run(None if at is None else lambda p: at(p.elapsed))
@@ -211,7 +220,16 @@ def drive(
 
     follower = Follower(client, reference, limits, sleep=sleep)
     client.on_telemetry = follower.on_telemetry
-    return len(follower.run().outages)
+    if nt_port is None:
+        return len(follower.run().outages)
+    from bcnp.host.robotpose import RobotPose
+
+    with RobotPose(LOCAL, nt_port, on_pose=follower.on_pose) as robot_pose:
+        first = robot_pose.wait(POSE_WAIT_S)
+        if first is None:
+            raise RuntimeError(f"no Network/Pose from the robot at {robot_pose.server} in {POSE_WAIT_S:g} s")
+        follower.on_pose(first)
+        return len(follower.run().outages)
 
 
 def watched_drive(
@@ -224,11 +242,13 @@ def watched_drive(
     transport: str = "tcp",
     proxied: bool = False,
     drop: tuple[float, float] | None = None,
+    nt_port: int | None = None,
 ) -> tuple[Watched, int]:
     """:func:`drive` of ``plan`` (its commands and the trajectory they drive) by a new client
     (reconnecting) through a rig of its own, watched through ``truth`` (:func:`watch_drive`);
-    ``drop``: a partition of ``drop[1]`` s when the path's time reaches ``drop[0]``. Returns
-    what was watched and the outages the drive rode through."""
+    ``drop``: a partition of ``drop[1]`` s when the path's time reaches ``drop[0]`` (the BCNP
+    link's: NetworkTables does not go through the rig); ``nt_port``: ``"follow"`` on the
+    robot's pose. Returns what was watched and the outages the drive rode through."""
     commands, reference = plan
     outages = [0]
     with Rig(robot_port, transport, proxied=proxied) as rig:
@@ -236,7 +256,7 @@ def watched_drive(
 
         def run() -> None:
             client = rig.connect(reconnect=ReconnectPolicy())
-            outages[0] = drive(client, mode, commands, reference, limits, at=at)
+            outages[0] = drive(client, mode, commands, reference, limits, at=at, nt_port=nt_port)
 
         watched = watch_drive(truth, run)
     return watched, outages[0]

@@ -156,3 +156,16 @@ def wait_for_starts(
         if done(starts) or time.monotonic() > deadline:
             return starts
         time.sleep(0.1)
+
+
+def read_strings(log_dir: Path, entry: str) -> list[tuple[float, str]]:
+    """Every value of the string entry ``entry`` in every ``.wpilog`` in ``log_dir``, on the
+    wall clock (files without a ``systemTime`` anchor are left out), in time order."""
+    found: list[tuple[float, str]] = []
+    for path in sorted(Path(log_dir).glob("*.wpilog")):
+        values = [(stamp, record.getString()) for name, _, stamp, record in records(path) if name == entry]
+        clock = log_clock(path) if values else None
+        if clock is not None:
+            found += [(clock.wall(stamp), value) for stamp, value in values]
+    found.sort()
+    return found

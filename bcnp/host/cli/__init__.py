@@ -5,7 +5,8 @@ Each of :mod:`~.info`, :mod:`~.send`, :mod:`~.replay`, :mod:`~.monitor`,
 status``; :mod:`~.common` holds what they share. User errors (robot
 unreachable, schema mismatch, bad input) print one line starting with
 ``error:`` and exit with status 1 (2 for command-line misuse); never a
-traceback.
+traceback. A command run without an optional library it needs (the ``host``
+extra's) says which and how to install it here (:mod:`~.extras`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..client import LinkError
-from . import info, monitor, plot, proxy, replay, send
+from . import extras, info, monitor, plot, proxy, replay, send
 from .common import UserError
 
 __all__ = ["main"]
@@ -42,6 +43,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except (UserError, LinkError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:  # an optional library a command imported as it ran
+        missing = extras.optional_module_missing(args.command, exc)
+        if missing is None:
+            raise
+        print(f"error: {missing}", file=sys.stderr)
         return 1
 
 

@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     #: ``argparse``'s subparsers object, as each subcommand's ``add_parser`` takes it.
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
-HOST_EXTRA = 'python -m pip install -e ".[host]"'
-
-
 #: ``send --no-wait`` waits this long for the robot's mode before it exits.
 MODE_WAIT_S = 1.0
 

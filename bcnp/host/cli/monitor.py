@@ -7,7 +7,8 @@ import json
 from typing import TYPE_CHECKING
 
 from ...defaults import NT_PORT
-from .common import HOST_EXTRA, UserError, command_parser
+from .common import UserError, command_parser
+from .extras import require
 
 if TYPE_CHECKING:
     from .common import Subparsers
@@ -38,10 +39,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.json and not args.once:
         raise UserError("--json needs --once")
-    try:
-        from ..monitor import Monitor, NoServerError, render_text, run_live
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise UserError(f"monitor needs pyntcore, a host-only extra: {HOST_EXTRA}") from None
+    require("monitor", "ntcore")  # rich is optional: without it the live view is plain text
+    from ..monitor import Monitor, NoServerError, render_text, run_live
+
     try:
         with Monitor(args.host, args.port, args.team) as monitor:
             monitor.wait_for_keys(args.timeout)

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...defaults import KITBOT_TRACK_WIDTH_M
-from .common import HOST_EXTRA, UserError, command_parser
+from .common import UserError, command_parser
+from .extras import missing, require
 
 if TYPE_CHECKING:
     from .common import Subparsers
@@ -36,18 +37,17 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from ..plot import DEFAULT_TRACK_WIDTH_M, PlotError, load_run, plot_run
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise UserError(f"plot needs matplotlib, a host-only extra: {HOST_EXTRA}") from None
+    require("plot", "matplotlib")
+    from ..plot import DEFAULT_TRACK_WIDTH_M, PlotError, load_run, plot_run
+
     output = Path(args.output) if args.output else Path(args.telemetry).with_suffix(".png")
     width = DEFAULT_TRACK_WIDTH_M if args.track_width is None else args.track_width
     try:
         result = plot_run(load_run(args.telemetry), output, width)
     except PlotError as exc:
         raise UserError(str(exc)) from None
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise UserError(f"plot needs matplotlib, a host-only extra: {HOST_EXTRA}") from None
+    except ImportError as exc:  # matplotlib imports, its Agg backend does not
+        raise missing("plot", exc, "matplotlib") from None
     print(
         f"wrote {result.output}: {result.rows} samples, driven {result.driven_length_m:.2f} m, "
         f"commanded {result.commanded_length_m:.2f} m, end points {result.end_gap_m:.2f} m apart"

@@ -172,6 +172,12 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
         help="abort every connection at AT (repeatable)",
     )
     p.add_argument("--udp-hold", action="store_true", help="hold UDP during a link drop instead of dropping")
+    p.add_argument(
+        "--udp-hold-reorder",
+        action="store_true",
+        help="hold UDP during a link drop, then release each held datagram with the latency and jitter "
+        "again (they may come out in another order)",
+    )
     p.add_argument("--seed", type=int, help="seed of the random faults, to repeat a run (default: random)")
     p.add_argument("--duration", type=parse_duration, metavar="T", help="stop after T (default: at Ctrl-C)")
     return p
@@ -209,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         udp=udp,
         faults=faults,
         udp_hold=args.udp_hold,
+        reorder_held=args.udp_hold_reorder,
         seed=seed,
         script=script,
         on_event=show,

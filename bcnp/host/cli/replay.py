@@ -13,7 +13,6 @@ from ...schema import Schema
 from ..client import Client, LinkError
 from ..replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
 from .common import (
-    HOST_EXTRA,
     MODE_WAIT_S,
     UserError,
     command_parser,
@@ -26,6 +25,7 @@ from .common import (
     robot_schema,
     write_telemetry,
 )
+from .extras import missing, require
 
 if TYPE_CHECKING:
     from .common import Subparsers
@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     planned = is_planned(args.path_file)
     if args.settings is not None and Path(args.path_file).suffix.lower() != ".path":
         raise UserError("--settings applies to a PathPlanner .path only")
+    if args.follow:  # before connecting: the follower computes with WPILib's math
+        require("replay --follow", "wpimath")
     trajectory = None
     limits = DriveLimits()
     try:
@@ -114,10 +116,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 limits = drive_limits()
                 trajectory = load_trajectory(args.path_file, limits, settings=args.settings)
-            except ImportError as exc:
-                raise UserError(
-                    f"{args.path_file}: needs the host tools' extra ({HOST_EXTRA}): {exc}"
-                ) from None
+            except ImportError as exc:  # the planner's library (PathPlanner, Choreo)
+                raise missing(f"replay of {args.path_file}", exc) from None
             commands = to_commands(trajectory) if planned else load_path(args.path_file)
         else:
             commands = load_path(args.path_file)
