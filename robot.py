@@ -23,7 +23,7 @@ from subsystems.bcnp_link import build_link
 from subsystems.drivetrain import Drivetrain
 from subsystems.field_view import FieldView
 from subsystems.loop_timing import LoopTiming
-from subsystems.network_keys import NetworkKeys, RobotMode, Sources
+from subsystems.network_keys import NetworkKeys, RobotMode, Sources, TickTime
 from subsystems.recording import BcnpRecorder, start_recording
 
 
@@ -40,7 +40,10 @@ class BcnpRobot(wpilib.TimedRobot):
         self.link.packet_observer = self.recorder.packet
         self.loop_timing = LoopTiming(self.getPeriod())
         self.mode = RobotMode()  # Network/Mode and Network/Enabled: set in each mode's Init
-        self.keys = NetworkKeys(Sources(self.link, self.loop_timing, self.drivetrain, self.mode))
+        self.tick_time = TickTime()  # Network/Pose's stamp: the tick's time, as its telemetry's
+        self.keys = NetworkKeys(
+            Sources(self.link, self.loop_timing, self.drivetrain, self.mode, self.tick_time)
+        )
         self.field_view = FieldView(self.link, self.drivetrain)  # SmartDashboard/Odometry
         # The modes in autonomous/, offered on SmartDashboard as "Autonomous Mode".
         self.automodes = AutonomousModeSelector("autonomous", self.link)
@@ -75,7 +78,7 @@ class BcnpRobot(wpilib.TimedRobot):
         # picks what the wheels do (the queue's command, a stop, or what it drives
         # itself), the drivetrain actuates, the mode records, then telemetry reports
         # this tick (the keys follow in robotPeriodic).
-        now = wpilib.Timer.getFPGATimestamp()
+        now = self.tick_time.now = wpilib.Timer.getFPGATimestamp()
         autonomous = self.isAutonomousEnabled()
         # The chooser's "None" is no mode.
         active: Mode | None = self.automodes.active_mode if autonomous else None

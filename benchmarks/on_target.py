@@ -3,7 +3,7 @@
     python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax] [--disturbance none,weak,scrub,sag,mass,all]
         [--device ideal,documented] [--delay-ms 0[,50,100,150]] [--paths arc-left,arc-right,figure8]
-        [--modes open,follow]
+        [--modes open,follow[,follow-wheels]] [--links clean[,drop]]
 
 For each wiring (``BCNP_DRIVETRAIN``) x disturbance (``sim.settings.Disturbances``,
 :data:`DISTURBANCES`) x device models (``BCNP_SIM_DEVICE``: ``ideal``, exact sensors read at
@@ -21,10 +21,15 @@ after the other, pausing between them:
 * ``figure8``: ``paths/figure8.csv`` (12.6 s);
 
 each open loop (:class:`~bcnp.host.replay.Replay`) and closed loop as well
-(:class:`~bcnp.host.follow.Follower`, ``replay --follow``) beside it. Open loop
-measures the robot's own loops: the host only streams the commands. The path each
-is judged against is where the robot's limits let it drive the commands (:func:`bcnp.paths.from_commands`, the
-trajectory ``--follow`` follows too).
+(:class:`~bcnp.host.follow.Follower`, ``replay --follow``) beside it: ``follow`` on the
+robot's own pose (``Network/Pose`` over the simulator's NetworkTables, as ``replay
+--follow`` follows when the robot offers it), ``follow-wheels`` on the wheel telemetry
+alone (its fallback; not run unless asked). Open loop measures the robot's own loops: the
+host only streams the commands. The path each is judged against is where the robot's
+limits let it drive the commands (:func:`bcnp.paths.from_commands`, the trajectory
+``--follow`` follows too). Each case on a clean link, and with ``--links clean,drop`` also
+through a 1 s drop of the BCNP link (a partition in the fault proxy, :data:`DROP_S`) when
+the path's time reaches half its length.
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
 model, over NetworkTables, :class:`benchmarks.harness.truth.FieldPose`), relative to where
@@ -33,8 +38,10 @@ end heading error (rad) and the largest deviation (m: each true pose's distance
 to the nearest point of the path). Targets (:data:`TARGETS`, printed beside the
 table, never a pass/fail): open loop, the 4 s arcs, both wirings, end within
 0.05 m on the ideal model; within 0.10 m and 0.05 rad with each disturbance and
-with all together. Misses are listed after the table. Exit status 1 only when a
-case could not be driven (a lost link, a simulator that died).
+with all together; ``--follow`` (on the robot's pose), the arcs, within
+:data:`FOLLOW_TARGET_M` whatever the disturbance and the link, and never further
+off than open loop on a clean link. Misses are listed after the table. Exit status
+1 only when a case could not be driven (a lost link, a simulator that died).
 
 NetworkTables: each simulator serves it on a port of its own (:class:`SimRobot`'s
 ``nt_port``), where :class:`FieldPose` reads its truth: no other simulator is ever read.
@@ -125,7 +132,17 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     **{d: (0.10, 0.05) for d in DISTURBANCES if d != "none"},
 }
 
-MODES = ("open", "follow")
+MODES = ("open", "follow", "follow-wheels")
+#: What each mode is, in the table's heads.
+MODE_HEADS = {"open": "open loop", "follow": "`--follow`", "follow-wheels": "`--follow`, wheels only"}
+#: The modes run unless ``--modes`` says otherwise.
+DEFAULT_MODES = ("open", "follow")
+#: ``--follow`` on the robot's pose, the arcs: end within this (m), every disturbance and link.
+FOLLOW_TARGET_M = 0.05
+#: The link: clean, or a drop of ``DROP_S`` s when the path's time reaches ``DROP_AT`` of it.
+LINKS = ("clean", "drop")
+DROP_S = 1.0
+DROP_AT = 0.5
 
 
 @dataclass
@@ -135,7 +152,8 @@ class Case:
     device: str
     delay_ms: int
     path: str
-    mode: str  # "open" or "follow"
+    mode: str  # "open", "follow" (on the robot's pose) or "follow-wheels"
+    link: str = "clean"  # or "drop"
     end_m: float = math.nan
     end_rad: float = math.nan
     max_deviation_m: float = math.nan
@@ -146,19 +164,26 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.wiring} {self.disturbance} {self.device} +{self.delay_ms} ms {self.path} {self.mode}"
+        link = "" if self.link == "clean" else f" {self.link}"
+        where = f"{self.wiring} {self.disturbance} {self.device} +{self.delay_ms} ms"
+        return f"{where} {self.path}{link} {self.mode}"
 
     @property
     def column(self) -> str:
         return f"{self.device} {self.mode}"
 
     @property
-    def row(self) -> tuple[str, str, int, str]:
-        return (self.wiring, self.disturbance, self.delay_ms, self.path)
+    def row(self) -> tuple[str, str, int, str, str]:
+        return (self.wiring, self.disturbance, self.delay_ms, self.link, self.path)
 
     def target(self) -> tuple[float, float | None] | None:
-        """The targets this case has (open loop on an arc), else None."""
-        if self.mode != "open" or not self.path.startswith("arc"):
+        """The targets this case has (an arc: open loop on a clean link, ``--follow`` on the
+        robot's pose on any), else None."""
+        if not self.path.startswith("arc"):
+            return None
+        if self.mode == "follow":
+            return FOLLOW_TARGET_M, None
+        if self.mode != "open" or self.link != "clean":
             return None
         return TARGETS[self.disturbance]
 
@@ -182,6 +207,7 @@ class Case:
             "delay_ms": self.delay_ms,
             "path": self.path,
             "mode": self.mode,
+            "link": self.link,
             "end_m": round(self.end_m, 4),
             "end_rad": round(self.end_rad, 4),
             "max_deviation_m": round(self.max_deviation_m, 4),
@@ -218,16 +244,44 @@ def environment(disturbance: str, device: str, delay_ms: int) -> dict[str, str]:
     return env
 
 
+def worse_than_open_loop(cases: Sequence[Case]) -> list[str]:
+    """``--follow`` (on the robot's pose) cases that ended further off than open loop did on
+    the same link, path and robot (open loop through a drop never makes the drop up)."""
+    out = []
+    for case in cases:
+        if case.mode != "follow":
+            continue
+        for other in cases:
+            same = (other.row, other.device) == (case.row, case.device)
+            if same and other.mode == "open" and case.end_m > other.end_m:
+                out.append(f"{case.name}: end {case.end_m:.3f} m, open loop {other.end_m:.3f} m")
+    return out
+
+
 def run_case(
     case: Case,
     robot_port: int,
+    nt_port: int,
     plan: tuple[list[PathCommand], Trajectory],
     limits: DriveLimits,
     truth: FieldPose,
     log: Callable[[str], object],
 ) -> None:
+    """Drives ``case``: the follower on the robot's pose from its NetworkTables on ``nt_port``
+    (mode ``follow``); through the fault proxy with a drop (link ``drop``)."""
     reference = plan[1]
-    watched, case.outages = watched_drive(truth, robot_port, case.mode, plan, limits)
+    mode = "open" if case.mode == "open" else "follow"
+    drop = (reference.total * DROP_AT, DROP_S) if case.link == "drop" else None
+    watched, case.outages = watched_drive(
+        truth,
+        robot_port,
+        mode,
+        plan,
+        limits,
+        proxied=drop is not None,
+        drop=drop,
+        nt_port=nt_port if case.mode == "follow" else None,
+    )
     case.seconds, case.driven = watched.seconds, watched.driven
     case.error = watched.error or case.error
     case.end_m, case.end_rad = watched.end_m(reference), watched.end_rad(reference)
@@ -268,7 +322,7 @@ def run_combination(
         truth.pose()
         for case in cases:
             time.sleep(PAUSE_S)
-            run_case(case, robot.port, plans[case.path], limits, truth, log)
+            run_case(case, robot.port, robot.nt_port, plans[case.path], limits, truth, log)
             if not robot.alive():
                 case.error = case.error or f"the robot died:\n{robot.output()}"
                 break
@@ -304,20 +358,18 @@ def columns_of(cases: Sequence[Case]) -> list[str]:
 
 
 def table(cases: Sequence[Case]) -> str:
-    """One row per (wiring, disturbance, extra delay, path), one column per device models and
-    mode; each cell end (m) / end heading (rad) / largest deviation (m); ✗: an open-loop arc
+    """One row per (wiring, disturbance, extra delay, link, path), one column per device
+    models and mode; each cell end (m) / end heading (rad) / largest deviation (m); ✗: an arc
     off its target."""
     columns = columns_of(cases)
-    heads = {
-        f"{d} {m}": f"{d} devices, {'open loop' if m == 'open' else '`--follow`'}"
-        for d in DEVICES
-        for m in MODES
-    }
+    heads = {f"{d} {m}": f"{d} devices, {MODE_HEADS[m]}" for d in DEVICES for m in MODES}
     lines = [
-        "| wiring | disturbance | extra delay | path | " + " | ".join(heads[c] for c in columns) + " |",
-        "|---|---|---|---|" + "---|" * len(columns),
+        "| wiring | disturbance | extra delay | link | path | "
+        + " | ".join(heads[c] for c in columns)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(columns),
     ]
-    rows: list[tuple[str, str, int, str]] = []
+    rows: list[tuple[str, str, int, str, str]] = []
     for c in cases:
         if c.row not in rows:
             rows.append(c.row)
@@ -326,25 +378,34 @@ def table(cases: Sequence[Case]) -> str:
         for column in columns:
             match = [c for c in cases if c.row == row and c.column == column]
             cells.append(_cell(match[0] if match else None))
-        wiring, disturbance, delay_ms, path = row
-        lines.append(f"| {wiring} | {disturbance} | {delay_ms} ms | {path} | " + " | ".join(cells) + " |")
+        wiring, disturbance, delay_ms, link, path = row
+        lines.append(
+            f"| {wiring} | {disturbance} | {delay_ms} ms | {link} | {path} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
 def targets_text() -> str:
-    lines = ["Targets (open loop, the 4 s arcs, both wirings; not a pass/fail):"]
+    lines = ["Targets (open loop on a clean link, the 4 s arcs, both wirings; not a pass/fail):"]
     for name, (metres, radians) in TARGETS.items():
         heading = f" and {radians:g} rad" if radians is not None else ""
         lines.append(f"  {name:<6} end within {metres:g} m{heading}")
+    lines.append(
+        f"  --follow (on the robot's pose), the arcs: end within {FOLLOW_TARGET_M:g} m, every "
+        "disturbance and link, and never further off than open loop"
+    )
     return "\n".join(lines)
 
 
 def draw(cases: Sequence[Case], output: Path, title: str) -> None:
     """End position error per case: one panel per (path, wiring), a group of bars per
     disturbance, one bar per device models and mode; the arcs' open-loop targets dashed. With a
-    delay sweep, the cases at the least extra delay (the table has the rest)."""
+    delay sweep, the cases at the least extra delay; with a drop, those on a clean link (the
+    table has the rest)."""
     least = min(c.delay_ms for c in cases)
     cases = [c for c in cases if c.delay_ms == least]
+    if any(c.link == "clean" for c in cases):
+        cases = [c for c in cases if c.link == "clean"]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -358,12 +419,12 @@ def draw(cases: Sequence[Case], output: Path, title: str) -> None:
     colors = {
         "ideal open": "tab:gray",
         "ideal follow": "tab:olive",
+        "ideal follow-wheels": "tab:brown",
         "documented open": "tab:blue",
         "documented follow": "tab:green",
+        "documented follow-wheels": "tab:red",
     }
-    labels = {
-        c: f"{c.split()[0]} devices, {'open loop' if c.endswith('open') else '--follow'}" for c in colors
-    }
+    labels = {c: f"{c.split()[0]} devices, {MODE_HEADS[c.split()[1]].strip('`')}" for c in colors}
     fig = Figure(figsize=(5.5 * len(wirings) + 1, 3.6 * len(paths) + 0.8), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(paths), len(wirings), squeeze=False)
@@ -453,13 +514,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--device": DEVICES,
         "--paths": PATHS,
         "--modes": MODES,
+        "--links": LINKS,
     }
+    defaults: dict[str, Sequence[str]] = {"--modes": DEFAULT_MODES, "--links": ("clean",)}
     for flag, choices in subsets.items():
+        default = defaults.get(flag, choices)
         parser.add_argument(
             flag,
             type=lambda t, c=choices, f=flag: _choices(t, c, f),
-            default=list(choices),
-            help=f"comma-separated, of {','.join(choices)} (default all)",
+            default=list(default),
+            help=f"comma-separated, of {','.join(choices)} (default {','.join(default)})",
         )
     parser.add_argument(
         "--delay-ms",
@@ -485,7 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for device in args.device:
                     for delay_ms in args.delay_ms:
                         mine = [
-                            Case(wiring, disturbance, device, delay_ms, path, mode)
+                            Case(wiring, disturbance, device, delay_ms, path, mode, link)
+                            for link in args.links
                             for path in args.paths
                             for mode in args.modes
                         ]
@@ -515,6 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("Off target (✗):")
         for miss in misses:
             print(f"  {miss}")
+    worse = worse_than_open_loop(cases)
+    if worse:
+        print("--follow further off than open loop:")
+        for line in worse:
+            print(f"  {line}")
     errors = [f"{c.name}: {c.error}" for c in cases if c.error]
     for error in errors:
         print(f"ERROR: {error}")
@@ -528,6 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "disturbances": {d: DISTURBANCES[d] for d in args.disturbance},
                 "targets": {d: {"end_m": m, "end_rad": r} for d, (m, r) in TARGETS.items()},
                 "cases": [c.report() for c in cases],
+                "worse_than_open_loop": worse,
                 "errors": errors,
             },
             args.json,

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 PREFIX = "Network/"
 
-Value = bool | float | str
+Value = bool | float | str | tuple[float, ...]
+#: DrivetrainTelemetry's ``timestampMs`` is a uint32: the FPGA time in ms, wrapped.
+_UINT32 = 0xFFFFFFFF
 
 
 class RobotMode:
@@ -39,6 +41,19 @@ class RobotMode:
         self.name = "disabled"  # a robot starts disabled
 
 
+class TickTime:
+    """The FPGA time (s) of the robot's tick: the ``now`` the tick runs on and stamps its
+    DrivetrainTelemetry sample with. The robot sets :attr:`now` at each tick's start."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+def telemetry_stamp_ms(now: float) -> int:
+    """``now`` (FPGA s) as DrivetrainTelemetry's ``timestampMs`` stamps it (BcnpLink.record_telemetry)."""
+    return round(now * 1000) & _UINT32
+
+
 @dataclass(frozen=True)
 class Sources:
     """What the keys are read from."""
@@ -48,12 +63,14 @@ class Sources:
     #: Only the drivetrain's keys read it; a Sources made for the link's keys alone may omit it.
     drivetrain: Drivetrain = None  # type: ignore[assignment]
     mode: RobotMode = dataclasses.field(default_factory=RobotMode)
+    tick: TickTime = dataclasses.field(default_factory=TickTime)
 
 
 @dataclass(frozen=True)
 class Key:
     name: str  # under Network/
-    type: type[bool] | type[float] | type[str]  # as written to NetworkTables: boolean, double, string
+    #: As written to NetworkTables: boolean, double, string, double[] (a tuple of floats).
+    type: type[bool] | type[float] | type[str] | type[tuple[float, ...]]
     read: Callable[[Sources], Any]  # compared with the last tick's; written through ``show``
     meaning: str
     show: Callable[[Any], Value] | None = None  # the value as written, when ``read`` is not it
@@ -61,6 +78,12 @@ class Key:
 
 def _hex(value: int | None) -> str:
     return "" if value is None else f"0x{value:08X}"
+
+
+def _pose(s: Sources) -> tuple[float, float, float, float]:
+    """x, y (m), heading (rad) of the drivetrain's odometry and the tick's telemetry stamp (ms)."""
+    pose = s.drivetrain.pose()
+    return pose.X(), pose.Y(), pose.rotation().radians(), float(telemetry_stamp_ms(s.tick.now))
 
 
 KEYS: tuple[Key, ...] = (
@@ -217,6 +240,14 @@ KEYS: tuple[Key, ...] = (
         "longest start-to-start period of the last 500 ticks, ms (robot time)",
     ),
     Key("Overruns", float, lambda s: s.loop.overruns, "ticks that started later than period + 5 ms"),
+    Key(
+        "Pose",
+        tuple,
+        _pose,
+        "[x m, y m, heading rad, timestampMs]: the drivetrain's odometry (the gyro's heading while it is"
+        " trusted) and the FPGA time (ms) of this tick, the timestampMs of its DrivetrainTelemetry"
+        " sample; one array, so a reader gets the pose and its stamp together",
+    ),
 )
 
 
@@ -241,6 +272,7 @@ class NetworkKeys:
             bool: wpilib.SmartDashboard.putBoolean,  # type: ignore[dict-item]
             float: wpilib.SmartDashboard.putNumber,  # type: ignore[dict-item]
             str: wpilib.SmartDashboard.putString,  # type: ignore[dict-item]
+            tuple: wpilib.SmartDashboard.putNumberArray,  # type: ignore[dict-item]
         }
         self._writes = tuple((PREFIX + key.name, put[key.type], key.show) for key in keys)
         self._reads = tuple(key.read for key in keys)

@@ -57,6 +57,7 @@ ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplann
 ALLOWED = {
     "bcnp/host/monitor.py": {"ntcore"},
     "bcnp/host/robotmode.py": {"ntcore"},
+    "bcnp/host/robotpose.py": {"ntcore"},
     "bcnp/paths/pathplanner.py": {"wpimath", "pathplannerlib"},
     "bcnp/paths/choreo.py": {"choreo"},
     "bcnp/host/following.py": {"wpimath"},

@@ -29,7 +29,7 @@ ADVANTAGESCOPE = ROOT / "dashboards" / "advantagescope-layout.json"
 #: Elastic widgets that show a Sendable: the topic is a table whose ``.type`` says what it is.
 ELASTIC_SENDABLES = {"Field": "Field2d", "ComboBox Chooser": "String Chooser"}
 #: Elastic's ``data_type`` and AdvantageScope's ``logType`` -> the NetworkTables type.
-ELASTIC_TYPES = {"boolean": "boolean", "double": "double", "string": "string"}
+ELASTIC_TYPES = {"boolean": "boolean", "double": "double", "string": "string", "double[]": "double[]"}
 ADVANTAGESCOPE_TYPES = {
     "Number": "double",
     "Boolean": "boolean",

@@ -3,7 +3,8 @@
 Each ```python block is run whole, in a fresh interpreter, from the project folder,
 as a reader would paste it. A block that talks to a robot (it makes a ``Client``)
 finds one where the docs say it is: the real robot program in a headless simulator
-(benchmarks/harness/sim.py) on 127.0.0.1:5800, in autonomous, enabled. A block must end
+(benchmarks/harness/sim.py) on 127.0.0.1:5800, its NetworkTables on 5810, in autonomous,
+enabled. A block must end
 by itself within ``BOUND_S`` and exit 0: one that never ends, lacks an import or uses
 a name that changed fails here, naming its file and line.
 """
@@ -11,6 +12,7 @@ a name that changed fails here, naming its file and line.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -24,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Seconds a block may take (the longest reads 1 s of telemetry).
 BOUND_S = 30.0
-#: Where the docs' examples find the robot.
+#: Where the docs' examples find the robot: BCNP, NetworkTables (the robot's pose).
 DOCS_PORT = 5800
+DOCS_NT_PORT = 5810
 
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
@@ -61,11 +64,14 @@ def test_the_docs_have_the_examples_this_module_runs() -> None:
 
 @pytest.fixture(scope="module")
 def docs_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The robot where the docs say it is: 127.0.0.1:5800, started on first need."""
+    """The robot where the docs say it is: 127.0.0.1:5800, NetworkTables on 5810, started on
+    first need. A user's sim holds both ports: then it cannot start, and says so."""
     from benchmarks.harness.sim import SimRobot
 
-    # Its NetworkTables on a port of its own (SimRobot's): a user's sim may hold 5810.
-    robot = SimRobot(tmp_path_factory.mktemp("docs-robot"), DOCS_PORT)
+    with socket.socket() as probe:  # the robot's NT server would only log that it cannot listen
+        if probe.connect_ex(("127.0.0.1", DOCS_NT_PORT)) == 0:
+            pytest.fail(f"the docs' robot needs port {DOCS_NT_PORT}, which another program holds (a sim?)")
+    robot = SimRobot(tmp_path_factory.mktemp("docs-robot"), DOCS_PORT, nt_port=DOCS_NT_PORT)
     try:
         robot.start()
     except (RuntimeError, OSError) as exc:

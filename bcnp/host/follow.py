@@ -4,11 +4,19 @@ Open-loop replay sends the plan and never looks back: a wheel that drags, a
 push, a link drop are never made up. :class:`Follower` closes the loop on the
 host, with nothing new on the wire:
 
-* **Where the robot is**: differential-drive odometry (WPILib's
-  ``DifferentialDriveOdometry``) over the wheel positions in every telemetry
-  sample (25 packets/s, one sample per robot tick), the heading from the
-  wheels' difference over the track width. It starts at the trajectory's
-  start pose; a robot that restarts (its timestamps go back) is picked up
+* **Where the robot is**: the robot's own pose when it offers it
+  (``Network/Pose`` over NetworkTables, :mod:`bcnp.host.robotpose`: its
+  odometry on the gyro's heading, stamped with its tick's telemetry
+  ``timestampMs``), fed in through :meth:`Follower.on_pose`; else, and between
+  poses, differential-drive odometry (WPILib's ``DifferentialDriveOdometry``)
+  over the wheel positions in every telemetry sample (25 packets/s, one sample
+  per robot tick), the heading from the wheels' difference over the track
+  width. A wheel heading overstates the turn on a chassis whose wheels scrub;
+  the gyro's does not. The estimate starts at the trajectory's start pose, and
+  the first robot pose is placed where the wheels had the robot at its stamp.
+  A pose is placed in time by its stamp: the telemetry sample of the same
+  tick, whose arrival the follower knows, carries the wheels from it to the
+  newest sample. A robot that restarts (its timestamps go back) is picked up
   where the estimate was.
 * **Correction**: WPILib's ``LTVUnicycleController`` compares that pose,
   carried forward over the telemetry's age and the tick until the robot acts
@@ -21,6 +29,11 @@ host, with nothing new on the wire:
 * **The reference clock holds while the link is down**: the robot stops (link
   timeout), so the reference waits, rewound to when the robot was last heard,
   and resumes when the link is back; the path is finished late rather than cut.
+  The robot ran on a little after it was last heard (its plan, up to the link
+  timeout, then its stop): with the first news the reference moves on to where
+  the robot is along the path, and keeps to it while it gets back up to speed,
+  so the robot neither turns back for path it drove nor overshoots chasing a
+  reference that ran off while it accelerated.
   The same when the robot stands still while the reference moves (for 0.1 s by
   its own clock): our commands are not reaching it although its telemetry
   reaches us, or it stopped for a link timeout before the host noticed; the
@@ -45,7 +58,7 @@ from collections.abc import Callable
 from ..paths import DriveLimits, Trajectory
 from ..wire import PacketView
 from .client import Client, LinkDownError
-from .following import TICK_S, FollowResult, FollowSession
+from .following import TICK_S, FollowResult, FollowSession, StampedPose
 from .loop import SessionDriver
 from .replay import TelemetryRecorder
 from .session import Outage, Send
@@ -134,6 +147,13 @@ class Follower(SessionDriver):
         now = self.clock()
         with self._lock:
             self.session.on_telemetry(packet, now)
+
+    def on_pose(self, pose: StampedPose) -> None:
+        """The robot's own pose (a :class:`~bcnp.host.robotpose.RobotPose`'s ``on_pose``, on
+        its NetworkTables thread)."""
+        now = self.clock()
+        with self._lock:
+            self.session.on_pose(pose, now)
 
     def run(self, on_outage: Callable[[Outage], object] | None = None) -> FollowResult:
         self._drive(self.session.outages, on_outage)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from .common import (
 from .extras import missing, require
 
 if TYPE_CHECKING:
+    from ..following import StampedPose
+    from ..robotpose import RobotPose
     from .common import Subparsers
 
 EPILOG_REPLAY = """examples:
@@ -54,11 +57,16 @@ with CLEAR_QUEUE. Each outage is printed: when the link went, when it came
 back, how many commands were dropped. --give-up-after N ends the replay
 (exit 1) after N seconds without a link.
 
---follow closes the loop on the host: the robot's pose from the wheel
-positions in its telemetry, corrected toward the path by WPILib's LTV unicycle
-controller, re-planned 0.2 s ahead (CLEAR_QUEUE) on every telemetry packet.
-While the link is down the path's clock waits; the path ends late, not cut.
+--follow closes the loop on the host: the robot's pose, corrected toward the
+path by WPILib's LTV unicycle controller, re-planned 0.2 s ahead (CLEAR_QUEUE)
+on every telemetry packet. The pose is the robot's own (its Network/Pose, on
+its gyro, over NetworkTables at --host and --nt-port) when it offers it, else
+the wheel positions' in its telemetry; one line says which. While the link is
+down the path's clock waits; the path ends late, not cut.
 """
+
+#: How long ``--follow`` waits for the robot's first pose before it follows on the wheels.
+POSE_WAIT_S = 1.0
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -88,7 +96,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     replay.add_argument(
         "--follow",
         action="store_true",
-        help="closed loop: correct from the robot's wheel telemetry (LTV unicycle controller)",
+        help="closed loop: correct from the robot's pose (Network/Pose; else its wheel telemetry) "
+        "with an LTV unicycle controller",
     )
     replay.add_argument(
         "--settings",
@@ -193,8 +202,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: DriveLimits) -> int:
-    from ..follow import Follower
-
     telemetry_out = Path(args.telemetry) if args.telemetry else None
     if telemetry_out is not None and not telemetry_out.parent.is_dir():
         raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
@@ -203,11 +210,64 @@ def follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: Dr
     if spec is None or "leftPosition" not in spec.field_names:
         raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
     recorder = TelemetryRecorder(spec, Schedule(to_commands(trajectory)))
+    robot_pose, why_not = open_robot_pose(args.host, args.nt_port)  # connects while the link does
+    try:
+        return _follow(args, client, trajectory, limits, recorder, robot_pose, why_not, telemetry_out)
+    finally:
+        if robot_pose is not None:
+            robot_pose.close()
+
+
+def open_robot_pose(host: str, port: int) -> tuple[RobotPose | None, str]:
+    """An NT4 client for the robot's ``Network/Pose`` at ``host:port``, or None and why not."""
+    from ..robotpose import RobotPose
+
+    try:
+        return RobotPose(host, port), ""
+    except ImportError:  # pyntcore is in the host extra; the follower needs only wpimath
+        return None, "no pyntcore to read the robot's Network/Pose"
+
+
+def use_robot_pose(
+    robot_pose: RobotPose | None, why_not: str, on_pose: Callable[[StampedPose], object]
+) -> str:
+    """Hands the robot's poses to ``on_pose`` (the follower's) if the robot offers them within
+    :data:`POSE_WAIT_S`; the one line that says which pose the follower follows on."""
+    from ..robotpose import NO_SERVER_S
+
+    if robot_pose is None:
+        return f"pose: from the wheel telemetry ({why_not})"
+    robot_pose.on_pose = on_pose
+    first = robot_pose.wait(POSE_WAIT_S, server_within=NO_SERVER_S)
+    if first is not None:
+        on_pose(first)  # it may have come before the follower did
+        return f"pose: the robot's own (Network/Pose at {robot_pose.server})"
+    robot_pose.on_pose = None
+    connected = robot_pose.connected
+    robot_pose.close()
+    if not connected:
+        return f"pose: from the wheel telemetry (no NetworkTables server at {robot_pose.server})"
+    return f"pose: from the wheel telemetry (the robot at {robot_pose.server} offers no Network/Pose)"
+
+
+def _follow(
+    args: argparse.Namespace,
+    client: Client,
+    trajectory: Any,
+    limits: DriveLimits,
+    recorder: TelemetryRecorder,
+    robot_pose: RobotPose | None,
+    why_not: str,
+    telemetry_out: Path | None,
+) -> int:
+    from ..follow import Follower
+
     with mode_watch(args, client), client as robot:
         transport = "udp" if args.udp else "tcp"
         print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
         follower = Follower(robot, trajectory, limits, recorder=recorder)
         robot.on_telemetry = follower.on_telemetry
+        print(use_robot_pose(robot_pose, why_not, follower.on_pose), flush=True)
         print(f"following {args.path_file}: {trajectory.total:.1f} s, closed loop on the robot's telemetry")
         status = 0
         try:
