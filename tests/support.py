@@ -225,8 +225,8 @@ def serve_robot(
     robot = robot_class(schema, clock, dispatcher, queue, server)
 
     def handle(packet: bcnp.PacketView, now: float) -> None:
-        robot.packets.append(packet)
         queue.handle_packet(packet, now)
+        robot.packets.append(packet)  # after: a test that saw it arrive finds it queued
 
     dispatcher.register("DriveCmd", handle)
     server.start()

@@ -469,7 +469,7 @@ def test_a_flood_does_not_keep_the_thread_from_close_or_new_connections(schema: 
     try:
         wait_until(lambda: robot.server.status().bytes_in > 4_000_000, timeout=30)
         with socket.create_connection(robot.addr, timeout=5) as second:
-            assert peer_closed(second)
+            assert peer_closed(second, timeout=15.0)  # a flooder and a busy machine share the cores
         assert robot.server.status().refused == 1
         t0 = time.monotonic()
         robot.server.close()
