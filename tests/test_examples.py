@@ -403,8 +403,14 @@ def test_a_clean_run_drives_a_square_that_closes(coprocessor: Path, robot: SimRo
     assert [j.index for j in behind] == list(range(len(PLAN)))
     assert on_time(behind, plan, log.loop()), behind
     # The stop at the end: a CLEAR_QUEUE with no commands, once the plan has run (recorded after
-    # the example's exit at the latest as long as the robot's receive thread was held).
-    assert log.packets(run.began, run.ended + COAST_S)[-1][1:] == (0, True)
+    # the example's exit at the latest as long as the robot's receive thread was held). Or, when
+    # the machine held the example past the link timeout as it ended, the robot's own stop: it
+    # ended the link for the silence once the plan had run.
+    plan_end = plan.start_wall + PLAN_STARTS[-1]
+    timed_out = [
+        t for t, text in log.between("BCNP/Controller", plan_end, run.ended + COAST_S) if "link lost" in text
+    ]
+    assert log.packets(run.began, run.ended + COAST_S)[-1][1:] == (0, True) or timed_out
     metres, degrees = closure(log, run.began, run.ended)
     held_m, held_deg = turn_setbacks(log, run.began, run.ended)
     print(

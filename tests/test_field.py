@@ -106,6 +106,10 @@ class LoopLog:
         """When the drivetrain was first told to stand still (vx = omega = 0) after ``when``."""
         return next((t for t, vx, omega in self.applied if t > when and vx == omega == 0.0), None)
 
+    def stood_still_between(self, since: float, until: float) -> bool:
+        """Whether the drivetrain was told to stand still at some moment strictly between the two."""
+        return any(since < t < until and vx == omega == 0.0 for t, vx, omega in self.applied)
+
 
 def read_loop(log_dir: Path) -> LoopLog:
     ticks: list[float] = []
@@ -140,24 +144,31 @@ def settled_loop(log_dir: Path, until: float) -> LoopLog:
 def late_by_the_robot(judged: Sequence[Judged], plan: Plan, loop: LoopLog) -> list[Judged]:
     """The starts more than the link timeout after their plan that the robot's loop ran past.
 
-    The robot runs its queue on a timeline of its own (bcnp/queue.py): each command follows the
-    one before, and one the loop reaches more than the queue's lag (0.1 s) after that is started
-    at the loop's time less the lag, so everything after it runs that much later too. A machine
-    that holds the loop (no tick for a while) puts the timeline behind the plan by so much, and
-    a start at the first tick after that is the machine's lateness, as are the starts that follow
-    on the late timeline. A start is late by the robot when the loop ran (a tick's records are
-    written up to a tick after it began) after the command was due on that timeline and did not
-    start it. A remainder resumed after an outage starts afresh, on the host's new plan."""
+    The robot runs its queue on a timeline of its own (bcnp/queue.py). A command that finds the
+    queue idle (the first of a connection, a resumed remainder, one after the queue ran dry: the
+    drivetrain stood still in between) starts at the tick after it arrives, and the timeline
+    begins there: a host the machine held before it sent, or a network, made it late, not the
+    robot. Each command after it follows the one before, and one the loop reaches more than the
+    queue's lag (0.1 s) after that is started at the loop's time less the lag, so everything
+    after it runs that much later too: a machine that holds the loop (no tick for a while) puts
+    the timeline behind the plan by so much, and the starts on the late timeline are the
+    machine's lateness too. A start is late by the robot when its loop ran (a tick's records are
+    written up to a tick after it began) after the command was due on its timeline and did not
+    start it. What the host sends when is judged where its clock can be set (test_session.py,
+    test_replay.py)."""
     out = []
     behind = 0.0  # how far the robot's timeline is behind the plan, by its starts so far
+    previous: float | None = None
     for j in sorted((j for j in judged if j.index >= 0), key=lambda j: j.start.wall_time):
+        start = j.start.wall_time
         planned_ms = round((plan.starts[j.index + 1] - plan.starts[j.index]) * 1000)
-        if j.start.duration_ms < planned_ms:
-            behind = 0.0  # a remainder: the host's plan starts it now
-        behind = max(behind, j.lateness - MAX_COMMAND_LAG_S)
-        due = j.start.wall_time - j.lateness + behind
-        if j.lateness > LINK_TIMEOUT_S and loop.ran_between(due + TICK_S, j.start.wall_time):
+        idle = (
+            previous is None or j.start.duration_ms < planned_ms or loop.stood_still_between(previous, start)
+        )
+        behind = j.lateness if idle else max(behind, j.lateness - MAX_COMMAND_LAG_S)
+        if j.lateness > LINK_TIMEOUT_S and loop.ran_between(start - j.lateness + behind + TICK_S, start):
             out.append(j)
+        previous = start
     return out
 
 

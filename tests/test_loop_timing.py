@@ -205,20 +205,22 @@ def test_timing_keys_exist_and_are_numbers(sim: Sim) -> None:
 
 
 def test_measurement_costs_well_under_a_tenth_of_a_millisecond_per_tick(sim: Sim) -> None:
-    """begin + the loop keys' writes + end, as robotPeriodic calls them."""
+    """begin + the loop keys' writes + end, as robotPeriodic calls them. Their cost is this
+    thread's CPU time: on the wall clock a busy machine that runs the thread only now and then
+    made even the best of five rounds 75 microseconds a tick."""
     timing = sim.robot.loop_timing  # type: ignore[attr-defined]
     robot_keys = sim.robot.keys  # type: ignore[attr-defined]
     loop_rows = tuple(k for k in KEYS if k.name.startswith(("Loop", "Overruns")))
     assert len(loop_rows) == 4
     keys = NetworkKeys(robot_keys.sources, loop_rows)
     best = math.inf
-    for _ in range(5):  # the best of five rounds: the machine may be busy
-        start = time.perf_counter()
+    for _ in range(5):  # the best of five rounds: a busy machine's caches, interrupts
+        start = time.thread_time()
         for _ in range(500):
             timing.begin()
             keys.publish()
             timing.end()
-        best = min(best, (time.perf_counter() - start) / 500)
+        best = min(best, (time.thread_time() - start) / 500)
     assert best < 50e-6  # typically a few microseconds
 
 
