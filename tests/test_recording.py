@@ -94,7 +94,7 @@ def read_log_after(text: str, ready: Callable[[Log], bool]) -> Log:
         return ready(seen[0])
 
     try:
-        wait_until(caught_up, what="the data log to be written")
+        wait_until(caught_up, timeout=15.0, what="the data log to be written")  # its writer shares the cores
     except AssertionError as exc:  # what the reads saw: the mark never, or never what follows it
         logs = [(f.name, f.stat().st_size) for f in Path(wpilib.DataLogManager.getLogDir()).glob("*.wpilog")]
         after = {name: len(values) for name, values in seen[0].items()} if seen else None

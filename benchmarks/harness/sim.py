@@ -325,7 +325,7 @@ class SimRobot:
         self.first_tick_cpu_s = self.cpu_seconds()
         return self.first_tick_s
 
-    def wait_ticking(self, timeout: float = 10.0, packets: int = 5) -> None:
+    def wait_ticking(self, timeout: float = 30.0, packets: int = 5) -> None:
         """Wait until the robot loop runs: as a controller, until ``packets`` telemetry
         packets (one per two 20 ms ticks) have arrived, then disconnect.
 
