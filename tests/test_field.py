@@ -31,6 +31,7 @@ goes again the moment the partition heals (see the test).
 from __future__ import annotations
 
 import bisect
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,8 +42,7 @@ import pytest
 pytest.importorskip("wpilib", reason="robotpy is not installed")
 pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
-from bcnp.defaults import MAX_COMMAND_LAG_S
-from bcnp.host.client import LinkClosedError
+from bcnp.host.client import LinkClosedError, LinkError
 from bcnp.host.replay import Replay
 from bcnp.paths import PathCommand
 from benchmarks.harness.judge import Judged, Plan, judge, late
@@ -106,6 +106,13 @@ class LoopLog:
         """When the drivetrain was first told to stand still (vx = omega = 0) after ``when``."""
         return next((t for t, vx, omega in self.applied if t > when and vx == omega == 0.0), None)
 
+    def held_between(self, since: float, until: float) -> float:
+        """How long the machine held the loop between two moments: each interval without a
+        record of it, less the tick it may take, summed."""
+        i, j = bisect.bisect_right(self.ticks, since), bisect.bisect_left(self.ticks, until)
+        moments = [since, *self.ticks[i:j], until]
+        return sum(max(0.0, b - a - TICK_S) for a, b in itertools.pairwise(moments))
+
     def stood_still_between(self, since: float, until: float) -> bool:
         """Whether the drivetrain was told to stand still at some moment strictly between the two."""
         return any(since < t < until and vx == omega == 0.0 for t, vx, omega in self.applied)
@@ -142,34 +149,47 @@ def settled_loop(log_dir: Path, until: float) -> LoopLog:
 
 
 def late_by_the_robot(judged: Sequence[Judged], plan: Plan, loop: LoopLog) -> list[Judged]:
-    """The starts more than the link timeout after their plan that the robot's loop ran past.
+    """The starts more than the link timeout after their plan that the robot made later than the
+    machine did.
 
     The robot runs its queue on a timeline of its own (bcnp/queue.py). A command that finds the
     queue idle (the first of a connection, a resumed remainder, one after the queue ran dry: the
-    drivetrain stood still in between) starts at the tick after it arrives, and the timeline
+    drivetrain stood still in between) starts at the tick after it arrives, and its timeline
     begins there: a host the machine held before it sent, or a network, made it late, not the
-    robot. Each command after it follows the one before, and one the loop reaches more than the
-    queue's lag (0.1 s) after that is started at the loop's time less the lag, so everything
-    after it runs that much later too: a machine that holds the loop (no tick for a while) puts
-    the timeline behind the plan by so much, and the starts on the late timeline are the
-    machine's lateness too. A start is late by the robot when its loop ran (a tick's records are
-    written up to a tick after it began) after the command was due on its timeline and did not
-    start it. What the host sends when is judged where its clock can be set (test_session.py,
-    test_replay.py)."""
+    robot. Each command after it follows the one before; one the loop reaches more than the
+    queue's lag (0.1 s) after that starts at the loop's time less the lag, and everything after it
+    that much later too. So a start's lateness grows from the one before only by what the machine
+    held the loop in between (no tick), and a tick's worth: grown by more, the robot made it late
+    while its loop ran. What the host sends when is judged where its clock can be set
+    (test_session.py, test_replay.py)."""
     out = []
-    behind = 0.0  # how far the robot's timeline is behind the plan, by its starts so far
-    previous: float | None = None
+    before: Judged | None = None
     for j in sorted((j for j in judged if j.index >= 0), key=lambda j: j.start.wall_time):
         start = j.start.wall_time
         planned_ms = round((plan.starts[j.index + 1] - plan.starts[j.index]) * 1000)
-        idle = (
-            previous is None or j.start.duration_ms < planned_ms or loop.stood_still_between(previous, start)
-        )
-        behind = j.lateness if idle else max(behind, j.lateness - MAX_COMMAND_LAG_S)
-        if j.lateness > LINK_TIMEOUT_S and loop.ran_between(start - j.lateness + behind + TICK_S, start):
-            out.append(j)
-        previous = start
+        if before is not None and j.lateness > LINK_TIMEOUT_S and j.start.duration_ms >= planned_ms:
+            since = before.start.wall_time
+            if not loop.stood_still_between(since, start):
+                grew = j.lateness - before.lateness
+                if grew > loop.held_between(since, start) + TICK_S:
+                    out.append(j)
+        before = j
     return out
+
+
+def wait_ticking(robot: SimRobot, timeout: float = WAIT_S) -> None:
+    """:meth:`SimRobot.wait_ticking` on a busy machine: its probe is a controller that does not
+    reconnect, and a robot or probe the machine holds for the link timeout loses that link; the
+    probe is made again until ``timeout`` (a robot that is gone fails at once)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            robot.wait_ticking(timeout=max(1.0, deadline - time.monotonic()))
+            return
+        except (RuntimeError, LinkError):
+            if not robot.alive() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +197,7 @@ def field_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRobot]:
     """One robot for every link-loss case: each new controller starts with an empty queue."""
     with SimRobot(tmp_path_factory.mktemp("field-robot")) as robot:
         robot.start()
-        robot.wait_ticking(timeout=WAIT_S)  # the first case's path must not wait for the loop to start
+        wait_ticking(robot)  # the first case's path must not wait for the loop to start
         yield robot
 
 

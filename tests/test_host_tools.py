@@ -81,8 +81,10 @@ def step_while(thread: threading.Thread, limit_s: float = 60.0) -> int:
 def test_replay_records_telemetry_and_plot_draws_the_driven_path(
     running_robot, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]
+    # 1.5 s: straight, then a turn left; then a rest, so that a robot the machine steps more
+    # slowly than the wall clock (step_while) drives the turn before the host is done and goes.
     path = tmp_path / "arc.csv"
-    path.write_text("vx,omega,durationMs\n" + "0.8,0,50\n" * 20 + "0.8,1.0,50\n" * 10)  # 1.5 s
+    path.write_text("vx,omega,durationMs\n" + "0.8,0,50\n" * 20 + "0.8,1.0,50\n" * 10 + "0,0,2000\n")
     telemetry = tmp_path / "run.csv"
     port = running_robot.link.tcp.port
     status: list[int] = []
@@ -92,7 +94,7 @@ def test_replay_records_telemetry_and_plot_draws_the_driven_path(
     step_while(thread)
     out = capsys.readouterr().out
     assert status == [0], out
-    assert "robot schema 0xE9EFEE08" in out and "done: 30 commands" in out
+    assert "robot schema 0xE9EFEE08" in out and "done: 31 commands" in out
     assert running_robot.link.queue.metrics.overflows == 0
 
     with open(telemetry, newline="") as f:

@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -267,10 +269,20 @@ def test_the_robot_publishes_its_pose_with_its_telemetrys_stamp(scrubbing_robot:
             clear_queue=True,
         )
         wait_until(lambda: len(wheels) >= 65, timeout=20.0, what="1.3 s of telemetry")
-    # Every pose of a tick the robot sent telemetry for has that tick's sample's stamp.
+    # Every pose of a tick the robot sent telemetry for has that tick's sample's stamp. A busy
+    # machine can lose a telemetry packet (the robot refuses a send its buffer cannot take, and
+    # counts it): a pose of such a tick has no sample to match, and it lies in a gap of what
+    # the host got, the samples either side of it more than a tick apart.
     linked = sorted(s for s in poses if min(wheels) <= s <= max(wheels))
     assert len(linked) >= 50
-    assert [s for s in linked if s not in wheels] == []
+    stamps = sorted(wheels)
+    tick_ms = statistics.median(b - a for a, b in itertools.pairwise(stamps))
+    unmatched = [s for s in linked if s not in wheels]
+    assert len(unmatched) <= len(linked) // 10, unmatched
+    for s in unmatched:
+        after = next(w for w in stamps if w > s)
+        before = max(w for w in stamps if w < s)
+        assert after - before > 1.5 * tick_ms, (s, before, after)
     first = linked[0]
     left0, right0 = wheels[first]
 
@@ -339,7 +351,10 @@ def test_replay_follow_ends_on_the_path_on_the_robots_pose(
     assert lines[1] == f"pose: the robot's own (Network/Pose at 127.0.0.1:{nt_port})"
     assert sum(line.startswith("pose:") for line in lines) == 1
     assert lines[2].startswith("following ") and lines[-1].startswith("done: ")
-    assert _end_error(path, start, end) < 0.08
+    # Measured 0.007 m on an idle machine and 0.11 m with the two cores busy and four test
+    # workers beside it (the sim's ticks and the host's steps come late); on the wheels alone
+    # about 0.3 m.
+    assert _end_error(path, start, end) < 0.15
 
 
 def test_replay_follow_falls_back_to_the_wheels_and_says_so(
