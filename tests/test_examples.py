@@ -478,12 +478,18 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     # inside one late tick (the robot's loop did not run while it was due: from the end of the
     # step before, on the robot's timeline up to the queue's lag behind that step's start, to the
     # rest's end: no tick, no start).
+    # Or the machine held the example past the link timeout in its last steps: the robot ended the
+    # link for the silence (its queue emptied, it stopped) after its last start.
     final = behind[-1]
+    ran_out = timed_out = False
     if final.index == len(PLAN) - 2:
         due = final.start.wall_time + final.start.duration_ms / 1000
         ran_out = not loop.ran_between(due, due + PLAN[-1][2] / 1000 - MAX_COMMAND_LAG_S)
-        print(f"the rest ran out inside a late tick: {ran_out}")
-    assert final.index == len(PLAN) - 1 or (final.index == len(PLAN) - 2 and ran_out), (
+    if final.index < len(PLAN) - 1:
+        ends = log.between("BCNP/Controller", final.start.wall_time, run.ended + COAST_S)
+        timed_out = any("link lost" in text for _, text in ends)
+        print(f"the last step never started: ran out in a late tick {ran_out}, link lost {timed_out}")
+    assert final.index == len(PLAN) - 1 or ran_out or timed_out, (
         "the square did not carry on to its end after the drop"
     )
     assert any(j.start.duration_ms < PLAN[j.index][2] for j in behind), (
@@ -494,20 +500,19 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     times = [t for t, _, _ in log.packets(run.began, run.ended)]
     gap, last, resumed = max((b - a, a, b) for a, b in itertools.pairwise(times))
     assert gap >= 0.5, f"the robot never went without packets: longest gap {gap:.3f} s"
+    # The link was back with the first packet after the silence, or with the command it started,
+    # which the robot's log may show first (see Log.packets).
+    back = min([resumed, *(s.wall_time for s in starts if s.wall_time > last)])
     # The robot stops at the tick that finds the link timed out (a stop skips the acceleration
-    # limits) and drives nothing until the link is back: its loop did not run on past the
-    # timeout (a tick's records are written up to a tick after it began) without stopping.
-    stopped_at = loop.stopped_after(last)
-    assert stopped_at is not None, "the robot never stopped after its last packet"
+    # limits), or had stopped already (a loss of the machine's own just before, whose resume the
+    # robot never started), and drives nothing until the link is back: it stood still then, told
+    # so no later than its loop's first tick past the timeout (a tick's records are written up to
+    # a tick after it began).
+    stopped_at, vx, omega = [applied for applied in loop.applied if applied[0] < back][-1]
+    assert vx == omega == 0.0, f"the robot was driving when the link came back: {vx} m/s, {omega} rad/s"
     assert not loop.ran_between(last + LINK_TIMEOUT_S + TICK_S, stopped_at), (
         f"stopped {stopped_at - last:.3f} s after its last packet, its loop running meanwhile"
     )
-    # The link was back with the first packet after the silence, or with the command it started,
-    # which the robot's log may show first (see Log.packets).
-    back = min([resumed, *(s.wall_time for s in starts if s.wall_time > stopped_at)])
-    moving = [v for _, v in log.between("BCNP/Applied/Vx", stopped_at, back - TICK_S / 2) if v]
-    turning = [v for _, v in log.between("BCNP/Applied/Omega", stopped_at, back - TICK_S / 2) if v]
-    assert moving == [] and turning == [], (moving, turning)
     assert back > stopped_at + COAST_S  # a 1 s drop: time to see the robot stand still
     x0, y0, h0 = log.pose(stopped_at + COAST_S)
     x1, y1, h1 = log.pose(back - TICK_S / 2)

