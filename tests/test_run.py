@@ -340,8 +340,8 @@ sys.addaudithook(_log)
 
 def mirrored_environment(tmp_path: Path, hide: Callable[[str], bool] = lambda name: False) -> Path:
     """A virtual environment whose site-packages is this one's, entry by entry (symlinks),
-    less those ``hide`` names, plus :data:`SPAWN_LOGGER`; its python. pip in it installs
-    into it, never into this environment."""
+    less those ``hide`` names, plus :data:`SPAWN_LOGGER` (a module a ``.pth`` imports); its
+    python. pip in it installs into it, never into this environment."""
     env = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     python = env / "bin" / "python"
@@ -352,7 +352,10 @@ def mirrored_environment(tmp_path: Path, hide: Callable[[str], bool] = lambda na
     for entry in Path(sysconfig.get_path("purelib")).iterdir():
         if not hide(entry.name) and entry.name not in ("sitecustomize.py", "__pycache__"):
             (site / entry.name).symlink_to(entry)
-    (site / "sitecustomize.py").write_text(SPAWN_LOGGER)
+    # Loaded by a .pth line, not as sitecustomize: a distribution's own sitecustomize (Debian's
+    # python3.14 has one in the standard library) comes first on sys.path and hides ours.
+    (site / "_run_spawn_logger.py").write_text(SPAWN_LOGGER)
+    (site / "_run_spawn_logger.pth").write_text("import _run_spawn_logger\n")
     return python
 
 
