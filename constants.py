@@ -20,7 +20,7 @@ from bcnp.transport import TransportConfig
 
 # -- drivetrain wiring -------------------------------------------------------------------
 
-#: Which wiring drives this robot (subsystems/drivetrain_io.py): "kitbot" (two PWM
+#: Which wiring drives this robot (subsystems/drivetrain/io.py): "kitbot" (two PWM
 #: controllers, DIO encoders, analog gyro; the sections below) or "sparkmax" (four
 #: SPARK MAX on CAN; the SPARK MAX section). The BCNP_DRIVETRAIN environment
 #: variable overrides it, so the simulator and the tests can run either.
@@ -131,7 +131,7 @@ GYRO_SILENT_S = 0.06
 GYRO_STILL_RADPS = 0.1
 GYRO_TRUST_AGAIN_S = 0.5
 
-# -- interlocks: wrong wiring and failing sensors (subsystems/drive_checks.py) ---------------------
+# -- interlocks: wrong wiring and failing sensors (subsystems/drivetrain/checks.py) ---------------------
 
 #: The gyro's heading change is compared with the wheels' (from the encoder positions) over this
 #: window: a healthy one turns between GYRO_CHECK_MIN_SHARE and GYRO_CHECK_MAX_SHARE of what the

@@ -19,12 +19,12 @@ from robotpy_ext.autonomous import AutonomousModeSelector
 
 import constants
 from autonomous import Mode
-from subsystems.bcnp_link import build_link
-from subsystems.drivetrain import Drivetrain
-from subsystems.field_view import FieldView
-from subsystems.loop_timing import LoopTiming
-from subsystems.network_keys import NetworkKeys, RobotMode, Sources, TickTime
-from subsystems.recording import BcnpRecorder, start_recording
+from subsystems.drivetrain.drivetrain import Drivetrain
+from subsystems.link.bcnp_link import build_link
+from subsystems.observe.field_view import FieldView
+from subsystems.observe.loop_timing import LoopTiming
+from subsystems.observe.network_keys import NetworkKeys, RobotMode, Sources, TickTime
+from subsystems.observe.recording import BcnpRecorder, start_recording
 
 
 class BcnpRobot(wpilib.TimedRobot):

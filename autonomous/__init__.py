@@ -2,7 +2,7 @@
 
 robotpy-wpilib-utilities' ``AutonomousModeSelector`` (robot.py) imports every
 module here when the robot starts and makes one instance, given the robot's
-:class:`~subsystems.bcnp_link.BcnpLink`, of each class with a ``MODE_NAME``;
+:class:`~subsystems.link.bcnp_link.BcnpLink`, of each class with a ``MODE_NAME``;
 ``DEFAULT = True`` marks the one selected unless the dashboard picks another.
 Each tick of autonomous, before the queue advances, the selector calls the
 chosen mode's ``on_iteration``; ``on_enable`` and ``on_disable`` bracket the
@@ -34,11 +34,11 @@ import wpilib
 
 import constants
 from bcnp.paths import DriveLimits, is_planned, load_path
-from subsystems.local_path import LocalPath
+from subsystems.link.local_path import LocalPath
 
 if TYPE_CHECKING:
-    from subsystems.bcnp_link import BcnpLink
-    from subsystems.drivetrain import Drivetrain
+    from subsystems.drivetrain.drivetrain import Drivetrain
+    from subsystems.link.bcnp_link import BcnpLink
 
 log = logging.getLogger("autonomous")
 

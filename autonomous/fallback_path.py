@@ -7,8 +7,8 @@ from pathlib import Path
 
 import constants
 from autonomous import PathMode
-from subsystems.bcnp_link import BcnpLink
-from subsystems.local_path import ControllerWatch
+from subsystems.link.bcnp_link import BcnpLink
+from subsystems.link.local_path import ControllerWatch
 
 log = logging.getLogger("autonomous")
 
@@ -17,7 +17,7 @@ class BcnpHostFallbackPath(PathMode):
     """``AUTO_FALLBACK_WAIT_S`` into autonomous with no controller connected so far, plays
     ``AUTO_FALLBACK_PATH``. A controller that connects before then drives, and the path never
     starts; one that connects later takes over at once: its receive thread drops the queued
-    path and the path queues nothing more (subsystems/local_path.py)."""
+    path and the path queues nothing more (subsystems/link/local_path.py)."""
 
     MODE_NAME = "BCNP host, fallback path"
 

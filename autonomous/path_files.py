@@ -25,14 +25,14 @@ from typing import ClassVar
 import constants
 from autonomous import PathMode
 from bcnp.paths import PLANNER_SUFFIXES, SUFFIXES
-from subsystems.bcnp_link import BcnpLink
+from subsystems.link.bcnp_link import BcnpLink
 
 __all__ = ["SUFFIXES", "PathFileMode"]
 
 
 class PathFileMode(PathMode):
     """Plays ``FILE`` from the start of autonomous, while no controller holds the link. A
-    controller that connects takes over at once (subsystems/local_path.py)."""
+    controller that connects takes over at once (subsystems/link/local_path.py)."""
 
     FILE: ClassVar[Path]
 

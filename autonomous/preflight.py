@@ -36,13 +36,13 @@ from wpiutil.log import StringLogEntry
 
 import constants
 from autonomous import FieldGuard, Mode
-from subsystems.drivetrain_io import SparkMaxIO
+from subsystems.drivetrain.io import SparkMaxIO
 
 if TYPE_CHECKING:
     import rev
 
-    from subsystems.bcnp_link import BcnpLink
-    from subsystems.drivetrain import Drivetrain
+    from subsystems.drivetrain.drivetrain import Drivetrain
+    from subsystems.link.bcnp_link import BcnpLink
 
 PREFIX = "Preflight/"
 #: The items, in the order they are reported; then the overall ``Result``.

@@ -38,8 +38,8 @@ import constants
 from autonomous import FieldGuard, Mode
 
 if TYPE_CHECKING:
-    from subsystems.bcnp_link import BcnpLink
-    from subsystems.drivetrain import Drivetrain
+    from subsystems.drivetrain.drivetrain import Drivetrain
+    from subsystems.link.bcnp_link import BcnpLink
 
 #: The routine's name in the data log: its state is the entry "sysid-test-state-drivetrain".
 LOG_NAME = "drivetrain"

@@ -21,7 +21,7 @@ a connection, over a byte stream (TCP) or datagrams (UDP):
   still worth sending.
 
 Bytes and ``now`` (seconds) go in; events come back as return values. The
-socket loops around it (:mod:`bcnp.transport`, :class:`bcnp.host.client.Client`)
+socket loops around it (:mod:`bcnp.transport`, :class:`bcnp.host.link.client.Client`)
 own the sockets, threads and clocks, and decide what an event costs the peer.
 
 A passed handshake leaves the connection :attr:`ConnectionState.VERIFIED`: whatever the

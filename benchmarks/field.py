@@ -5,7 +5,7 @@
 
 Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``, one
 process for every case) and replays ``paths/figure8.csv`` (252 commands of
-50 ms, 12.6 s) from this process through a :class:`bcnp.host.proxy.Proxy` to
+50 ms, 12.6 s) from this process through a :class:`bcnp.host.proxy.fault_proxy.Proxy` to
 it, four times: over TCP and over UDP, each (a) with no fault and (b) with a
 field profile: 5 ms ± 3 ms latency and 7 Mbit/s each way, 1 % of UDP
 datagrams lost, and one 1 s link drop (a proxy partition) when half the path's
@@ -71,11 +71,11 @@ from pathlib import Path
 from typing import Any
 
 from bcnp.defaults import KITBOT_TRACK_WIDTH_M
-from bcnp.host.client import LinkError, ReconnectPolicy
-from bcnp.host.faults import Faults
-from bcnp.host.plot import odometry
-from bcnp.host.proxy import Proxy
-from bcnp.host.replay import Schedule, TelemetryRecorder
+from bcnp.host.cli.plotting import odometry
+from bcnp.host.link.client import LinkError, ReconnectPolicy
+from bcnp.host.proxy.core.faults import Faults
+from bcnp.host.proxy.fault_proxy import Proxy
+from bcnp.host.sessions.replay import Schedule, TelemetryRecorder
 from bcnp.paths import PathCommand, load_path
 from benchmarks.harness.judge import LATE_S, Plan, early, judge, late, spread, tag_offsets, tag_paths, unknown
 from benchmarks.harness.rig import FIELD, Drop, Rig, recorded_replay

@@ -4,8 +4,8 @@
 
 Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``) and
 drives ``paths/figure8.csv`` (12.6 s) through the fault proxy, over TCP and
-over UDP, open loop (:class:`~bcnp.host.replay.Replay`) and closed loop
-(:class:`~bcnp.host.follow.Follower`), under two disturbances:
+over UDP, open loop (:class:`~bcnp.host.sessions.replay.Replay`) and closed loop
+(:class:`~bcnp.host.sessions.follow.Follower`), under two disturbances:
 
 * **drop**: the proxy drops the link for 1 s when half the path's time has
   passed (a partition: nothing crosses either way);
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import ReconnectPolicy
+from bcnp.host.link.client import ReconnectPolicy
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.harness.rig import Rig, recorded_replay, watched_drive
 from benchmarks.harness.sim import SimRobot

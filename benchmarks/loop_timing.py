@@ -64,7 +64,7 @@ from pathlib import Path
 import ntcore
 
 from bcnp import encode_packet
-from bcnp.host.client import Client, LinkError
+from bcnp.host.link.client import Client, LinkError
 from benchmarks.harness.sender import PERIOD_S, Burst, NextPacket, Sender, Sent, replanning
 from benchmarks.harness.sim import SimRobot, free_port, spawn
 from messages import SCHEMA, DriveCmd

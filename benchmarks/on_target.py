@@ -20,8 +20,8 @@ after the other, pausing between them:
 * ``arc-right``: the same turning right;
 * ``figure8``: ``paths/figure8.csv`` (12.6 s);
 
-each open loop (:class:`~bcnp.host.replay.Replay`) and closed loop as well
-(:class:`~bcnp.host.follow.Follower`, ``replay --follow``) beside it: ``follow`` on the
+each open loop (:class:`~bcnp.host.sessions.replay.Replay`) and closed loop as well
+(:class:`~bcnp.host.sessions.follow.Follower`, ``replay --follow``) beside it: ``follow`` on the
 robot's own pose (``Network/Pose`` over the simulator's NetworkTables, as ``replay
 --follow`` follows when the robot offers it), ``follow-wheels`` on the wheel telemetry
 alone (its fallback; not run unless asked). Open loop measures the robot's own loops: the
@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
-from bcnp.host.client import LinkError
+from bcnp.host.link.client import LinkError
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
 from benchmarks.harness.rig import watched_drive
 from benchmarks.harness.sim import SimRobot

@@ -4,11 +4,12 @@
                               [--loss P] [--rss-every S] [--log-dir DIR] [--json OUT]
 
 The real robot program runs headless (``benchmarks.harness.sim.SimRobot``) behind a
-:class:`bcnp.host.proxy.Proxy` with the benchmarks' field profile (``benchmarks.harness.rig.FIELD``:
+:class:`bcnp.host.proxy.fault_proxy.Proxy` with the benchmarks' field profile
+(``benchmarks.harness.rig.FIELD``:
 5 ms ± 3 ms, 7 Mbit/s, 1 % UDP loss; ``--loss`` changes the loss). A host
 thread replays a path (default ``paths/figure8.csv``) through the proxy in a
 loop: each loop a new
-:class:`~bcnp.host.client.Client` and :class:`~bcnp.host.replay.Replay`, over
+:class:`~bcnp.host.link.client.Client` and :class:`~bcnp.host.sessions.replay.Replay`, over
 TCP and UDP in turn (``--transport both``), which ride through every lost link
 on their own (``ReconnectPolicy(give_up_after=60)``); only when a path ends
 does the host start the next one. Meanwhile the main thread injects one fault
@@ -31,7 +32,7 @@ Checks (exit status 1 when one fails):
   commands after it early: it chains the next command it receives to the end
   of the last one it ran (or starts it on arrival), so the rest of the path
   moves earlier by what was lost, by no more than the replay's lead (0.15 s
-  over UDP: ``bcnp.host.replay.UDP_LEAD_S``);
+  over UDP: ``bcnp.host.sessions.replay.UDP_LEAD_S``);
 * no crash: the robot process only dies when the soak kills it; the host's
   replay raises nothing but the expected (a path that ends while the link is
   down), never gives up, and no client callback fails;
@@ -73,11 +74,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bcnp.defaults import LINK_TIMEOUT_S
-from bcnp.host.client import Client, LinkClosedError, LinkError, LinkStatus, ReconnectPolicy
-from bcnp.host.faults import Faults
-from bcnp.host.proxy import Proxy
-from bcnp.host.replay import Replay
-from bcnp.host.session import LinkWatch
+from bcnp.host.link.client import Client, LinkClosedError, LinkError, LinkStatus, ReconnectPolicy
+from bcnp.host.proxy.core.faults import Faults
+from bcnp.host.proxy.fault_proxy import Proxy
+from bcnp.host.sessions.core.outages import LinkWatch
+from bcnp.host.sessions.replay import Replay
 from bcnp.paths import PathCommand, load_path
 from benchmarks.harness.judge import Plan, early, judge, late, spread, tag_paths, unknown
 from benchmarks.harness.rig import FIELD, Rig
@@ -217,7 +218,7 @@ class Soak:
 
 class _LinkEvents:
     """A client's ``on_link_change``: records each loss (dated when the robot was last heard,
-    by the sessions' own :class:`~bcnp.host.session.LinkWatch`) and each reconnect."""
+    by the sessions' own :class:`~bcnp.host.sessions.core.outages.LinkWatch`) and each reconnect."""
 
     def __init__(self, soak: Soak, loop: int, transport: str) -> None:
         self.soak, self.loop, self.transport = soak, loop, transport

@@ -26,7 +26,7 @@ In one run:
    and range, and the ratio of the medians;
 2. memory: the robot again, its ``VmRSS`` (``/proc/PID/status``) every ``--rss-every``
    seconds: after ``--idle-seconds`` (default 60) with no host, then a host (a
-   ``bcnp.host.client.Client`` over TCP and the harness's periodic sender: every 20 ms a
+   ``bcnp.host.link.client.Client`` over TCP and the harness's periodic sender: every 20 ms a
    CLEAR_QUEUE packet of the next ten 20 ms DriveCmds, keepalives on, telemetry back) for ``--live-minutes``
    (default 10): what the first minute of it added (the host connects, the link's
    windows and buffers fill: the second minute's mean less the first sample), then the
@@ -130,7 +130,7 @@ class Host:
     periodic sender, every 20 ms the next 10 x 20 ms of DriveCmds with CLEAR_QUEUE."""
 
     def __init__(self, port: int) -> None:
-        from bcnp.host.client import ReconnectPolicy
+        from bcnp.host.link.client import ReconnectPolicy
         from benchmarks.harness.rig import Rig
         from benchmarks.harness.sender import PERIOD_S, Sender, replanning
 

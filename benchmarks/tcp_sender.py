@@ -15,7 +15,7 @@ import sys
 import threading
 
 from bcnp import encode_packet, load_schema
-from bcnp.host.client import Client
+from bcnp.host.link.client import Client
 from benchmarks.harness.sender import Burst, Sent, send_loop
 from benchmarks.harness.workloads import SCHEMA_PATH, random_commands
 

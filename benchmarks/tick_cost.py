@@ -88,7 +88,7 @@ def _essential_floor(samples: int) -> dict[str, float]:
     from wpimath.geometry import Rotation2d
     from wpimath.kinematics import DifferentialDriveOdometry
 
-    from subsystems.drivetrain_io import MotorWatchdog
+    from subsystems.drivetrain.io import MotorWatchdog
 
     left, right = wpilib.Encoder(4, 5), wpilib.Encoder(6, 7)
     gyro = wpilib.AnalogGyro(1)  # an accumulator channel (0 and 1); the robot has 0
@@ -276,7 +276,7 @@ def _host(port: int) -> int:
     """The live scenario's host, in its own process: a packet per line read, until EOF;
     prints the telemetry packets it received."""
     sys.path.insert(0, str(ROOT))
-    from bcnp.host.client import Client
+    from bcnp.host.link.client import Client
     from messages import SCHEMA, DriveCmd
 
     with Client(SCHEMA, "127.0.0.1", port, keepalive_interval=0.05, on_telemetry=lambda p: None) as host:

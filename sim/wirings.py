@@ -1,4 +1,4 @@
-"""The simulation side of each wiring in ``subsystems/drivetrain_io.py``: its devices between
+"""The simulation side of each wiring in ``subsystems/drivetrain/io.py``: its devices between
 the robot's code and the chassis.
 
 Each robot tick: :meth:`begin` takes what the code commanded; then for each step of the
@@ -20,7 +20,7 @@ import wpimath.system.plant as plant
 from sim.chassis import Chassis
 from sim.kitbot import ENCODER_MOUNT, FpgaEncoder, PwmController
 from sim.settings import SimSettings
-from subsystems.drivetrain_io import DrivetrainIO, KitbotIO, SparkMaxIO
+from subsystems.drivetrain.io import DrivetrainIO, KitbotIO, SparkMaxIO
 
 if TYPE_CHECKING:
     import rev

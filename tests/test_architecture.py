@@ -34,33 +34,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "bcnp"
-#: The host's sans-I/O modules: the link state machine, the client's errors, the session
-#: layer, the replay's schedule, the follower's core, the proxy's fault model and delivery schedule.
-SANS_IO_HOST = (
-    "linkstate.py",
-    "errors.py",
-    "session.py",
-    "schedule.py",
-    "following.py",
-    "faults.py",
-    "delivery.py",
-)
+#: The host's sans-I/O modules, found by place: each job's ``core/`` folder (``bcnp/host/*/core/``):
+#: the link's state machine and errors, the sessions' cores, the proxy's fault model and delivery.
+SANS_IO_HOST = sorted(p for p in LIBRARY.glob("host/*/core/*.py") if p.name != "__init__.py")
 CORE = sorted(
     [p for p in LIBRARY.glob("*.py") if p.name not in ("__main__.py",)]
     + list((LIBRARY / "codegen").glob("*.py"))
-    + [LIBRARY / "host" / name for name in SANS_IO_HOST]
+    + SANS_IO_HOST
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
 ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplannerlib", "choreo"}
 #: Host modules allowed a robot library, and which: the monitor is an NT4 client; the planners
 #: and the follower compute with WPILib's geometry, controllers and the planners' own libraries.
 ALLOWED = {
-    "bcnp/host/monitor.py": {"ntcore"},
-    "bcnp/host/robotmode.py": {"ntcore"},
-    "bcnp/host/robotpose.py": {"ntcore"},
+    "bcnp/host/nt/monitor.py": {"ntcore"},
+    "bcnp/host/nt/mode.py": {"ntcore"},
+    "bcnp/host/nt/pose.py": {"ntcore"},
     "bcnp/paths/pathplanner.py": {"wpimath", "pathplannerlib"},
     "bcnp/paths/choreo.py": {"choreo"},
-    "bcnp/host/following.py": {"wpimath"},
+    "bcnp/host/sessions/core/follow.py": {"wpimath"},
 }
 
 
@@ -168,7 +160,7 @@ def test_the_robot_never_imports_the_host_tools() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["bcnp.paths", "bcnp.paths.pathplanner", "bcnp.paths.choreo", "bcnp.host.follow"]
+    "module", ["bcnp.paths", "bcnp.paths.pathplanner", "bcnp.paths.choreo", "bcnp.host.sessions.follow"]
 )
 def test_the_planners_and_the_follower_load_wpimath_only_when_used(module: str) -> None:
     """A robot that plays only CSV paths never pays for WPILib's math or the planner libraries

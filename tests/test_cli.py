@@ -201,7 +201,7 @@ def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
 
 def test_replayprogress_bar() -> None:
     from bcnp.host.cli.replay import progress_bar
-    from bcnp.host.replay import Progress
+    from bcnp.host.sessions.replay import Progress
 
     halfway = Progress(elapsed=6.3, total=12.6, sent=130, commands=252, packets=120, telemetry_rows=300)
     bar = progress_bar(halfway)

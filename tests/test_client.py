@@ -14,7 +14,7 @@ from support import FakeClock, ServedRobot, free_port, open_fds, serve_robot, wa
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
 from bcnp.defaults import LINK_TIMEOUT_S
-from bcnp.host.client import (
+from bcnp.host.link.client import (
     Client,
     LinkClosedError,
     LinkDownError,
@@ -497,7 +497,8 @@ def test_every_name_a_host_program_needs_comes_from_bcnp_host() -> None:
     """What the docs' examples import: from bcnp.host, each name the object it names."""
     import bcnp.host
     import bcnp.paths
-    from bcnp.host import client, replay
+    from bcnp.host.link import client
+    from bcnp.host.sessions import replay
 
     homes = {name: getattr(module, name) for module in (client, bcnp.paths, replay) for name in dir(module)}
     for name in bcnp.host.__all__:

@@ -19,8 +19,8 @@ import pytest
 from test_robot import Sim, cmd
 from wpimath.geometry import Pose2d, Rotation2d
 
-from subsystems.field_view import PATH_HORIZON_S, commanded_path
-from subsystems.network_keys import KEYS, PREFIX
+from subsystems.observe.field_view import PATH_HORIZON_S, commanded_path
+from subsystems.observe.network_keys import KEYS, PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 ELASTIC = ROOT / "dashboards" / "elastic-layout.json"

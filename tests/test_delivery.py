@@ -1,4 +1,4 @@
-"""The fault proxy's delivery schedule (bcnp/host/delivery.py) on a made-up clock: no sockets.
+"""The fault proxy's delivery schedule (bcnp/host/proxy/core/delivery.py) on a made-up clock: no sockets.
 
 Each case says what arrived when and checks what falls due when, so the proxy's rules
 (order, bandwidth, latency, link drops, resets, the script) are pinned to the microsecond
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from bcnp.host.delivery import DeliverySchedule
-from bcnp.host.faults import Faults, Partition, Reset, SetFaults
+from bcnp.host.proxy.core.delivery import DeliverySchedule
+from bcnp.host.proxy.core.faults import Faults, Partition, Reset, SetFaults
 
 
 @dataclass(eq=False)

@@ -123,7 +123,7 @@ def test_the_wheel_holds_the_library_and_this_robots_schema_and_no_robot_code(wh
     metadata = {name for name in top if name.endswith(".dist-info")}
     # Nothing of the robot (robot.py, physics.py, constants.py, subsystems/, autonomous/, ...).
     assert top - metadata == {"bcnp", "messages.py"} and len(metadata) == 1, sorted(top)
-    assert "bcnp/host/client.py" in names and "bcnp/py.typed" in names
+    assert "bcnp/host/link/client.py" in names and "bcnp/py.typed" in names
 
 
 def test_the_coprocessor_has_only_the_wheel(coprocessor: Path) -> None:
@@ -340,7 +340,7 @@ def closure(log: Log, began: float, ended: float) -> tuple[float, float]:
 def turn_setbacks(log: Log, began: float, ended: float) -> tuple[float, float]:
     """What the robot's late ticks while it turned may cost the square: (metres, degrees).
 
-    The drivetrain's turn-rate loop (subsystems/turn_loop.py) moves the heading it holds the
+    The drivetrain's turn-rate loop (subsystems/drivetrain/turn_loop.py) moves the heading it holds the
     gyro to by the commanded rate times the loop period, 20 ms, each tick; the chassis turns for
     as long as the tick really took. A tick that comes late by ``e`` while the robot turns at
     ``omega`` leaves the chassis ``omega * e`` ahead of that heading, and the loop takes it back:

@@ -45,7 +45,7 @@ from bcnp import (
     encode_handshake,
     encode_packet,
 )
-from bcnp.host.client import Client
+from bcnp.host.link.client import Client
 from bcnp.timebase import elapsed_over
 from bcnp.transport import ControllerSlot, SharedQueue, TcpServer, TransportConfig, UdpServer
 

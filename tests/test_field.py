@@ -42,8 +42,8 @@ import pytest
 pytest.importorskip("wpilib", reason="robotpy is not installed")
 pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
-from bcnp.host.client import LinkClosedError, LinkError
-from bcnp.host.replay import Replay
+from bcnp.host.link.client import LinkClosedError, LinkError
+from bcnp.host.sessions.replay import Replay
 from bcnp.paths import PathCommand
 from benchmarks.harness.judge import Judged, Plan, judge, late
 from benchmarks.harness.rig import Rig

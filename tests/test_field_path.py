@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from wpimath.geometry import Pose2d, Rotation2d, Twist2d
 
 from messages import DRIVE_CMD_SPEC, DriveCmd
-from subsystems.field_view import (
+from subsystems.observe.field_view import (
     PATH_EVERY_TICKS,
     PATH_HORIZON_S,
     PATH_MAX_COMMANDS,

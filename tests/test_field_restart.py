@@ -27,7 +27,7 @@ pytest.importorskip("pyfrc", reason="robotpy is not installed")
 
 from test_field import path
 
-from bcnp.host.linkstate import ReconnectPolicy
+from bcnp.host.link.core.state import ReconnectPolicy
 from benchmarks.harness.rig import host_tool
 from benchmarks.harness.sim import SimRobot
 

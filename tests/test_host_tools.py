@@ -26,7 +26,7 @@ from support import free_port, wait_until
 from wpilib.simulation import DriverStationSim, stepTiming
 
 from bcnp.host.cli import main
-from bcnp.host.plot import DEFAULT_TRACK_WIDTH_M, load_run, odometry
+from bcnp.host.cli.plotting import DEFAULT_TRACK_WIDTH_M, load_run, odometry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -276,7 +276,7 @@ def test_monitor_of_a_server_without_network_keys_says_so(
 
 def test_monitor_rides_through_a_restarted_server(tmp_path: Path) -> None:
     """ntcore reconnects by itself; the monitor says when the server went and that it came back."""
-    from bcnp.host.monitor import Monitor, render_text
+    from bcnp.host.nt.monitor import Monitor, render_text
 
     port = free_port()
 

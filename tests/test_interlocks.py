@@ -3,7 +3,7 @@
 The pyfrc simulator with a fault of ``sim/settings.py`` on (a gyro mounted upside down, a right
 side whose motors turn backward), a wrong constant, or a device that fails, both wirings,
 judged by the simulated chassis (``physics.PhysicsEngine.drivesim``), never by what the code
-commanded. The checks themselves are ``subsystems/drive_checks.py``.
+commanded. The checks themselves are ``subsystems/drivetrain/checks.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from wpilib import SmartDashboard
 from wpimath.geometry import Pose2d, Rotation2d
 
 import constants
-from subsystems import drive_checks
-from subsystems.drivetrain import Drivetrain
-from subsystems.drivetrain_io import DrivetrainInputs, DrivetrainIO, KitbotIO, SparkMaxIO
+from subsystems.drivetrain import checks as drive_checks
+from subsystems.drivetrain.drivetrain import Drivetrain
+from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO, KitbotIO, SparkMaxIO
 
 WIRINGS = ["kitbot", "sparkmax"]
 

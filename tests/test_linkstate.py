@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bcnp.host.linkstate import (
+from bcnp.host.link.core.state import (
     Connect,
     Disconnect,
     GiveUp,

@@ -114,7 +114,7 @@ def test_without_a_period_nothing_is_anticipated_and_bad_leads_are_refused() -> 
 
 def test_the_robot_link_anticipates_ticks_of_the_robot_period() -> None:
     import constants
-    from subsystems.bcnp_link import build_link
+    from subsystems.link.bcnp_link import build_link
 
     link = build_link(port=0)
     try:

@@ -21,8 +21,8 @@ from wpilib import SmartDashboard, Timer
 
 import bcnp
 from bcnp import MessageQueue
-from subsystems.loop_timing import LoopTiming, RollingWindow
-from subsystems.network_keys import KEYS, NetworkKeys
+from subsystems.observe.loop_timing import LoopTiming, RollingWindow
+from subsystems.observe.network_keys import KEYS, NetworkKeys
 
 SCHEMA = bcnp.load_schema(Path(__file__).parent.parent / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]

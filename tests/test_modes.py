@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bcnp.host.robotmode import mode_line
+from bcnp.host.nt.mode import mode_line
 from sim import settings as sim_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ def test_send_says_the_robot_is_disabled_and_goes_on(tmp_path: Path) -> None:
 def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> None:
     """``python -m robotpy sim --nogui`` with no BCNP_SIM_AUTONOMOUS at all, as a user
     starts it: in autonomous, enabled; send has nothing to say."""
-    from bcnp.host.monitor import Monitor
+    from bcnp.host.nt.monitor import Monitor
     from benchmarks.harness.sim import SimRobot
 
     with SimRobot(tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": ""}) as robot:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bcnp.host.replay import Schedule, due
+from bcnp.host.sessions.replay import Schedule, due
 from bcnp.paths import PathCommand, PathError, load_path, parse_path
 
 ROOT = Path(__file__).resolve().parent.parent

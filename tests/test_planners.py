@@ -1,5 +1,5 @@
 """PathPlanner and Choreo paths (bcnp/paths/), their replay in the simulator, the
-autonomous modes that play them on the robot, and the closed-loop follower (bcnp/host/follow.py).
+autonomous modes that play them on the robot, and the closed-loop follower (bcnp/host/sessions/follow.py).
 
 The simulator tests run the real robot program through pyfrc on the kit chassis' wiring, with
 real ``Client`` connections over loopback; simulated time moves one 20 ms tick per host step.
@@ -23,9 +23,9 @@ from test_robot import Sim, field_pose
 import constants
 import physics
 from bcnp.host import cli
-from bcnp.host.client import Client, ReconnectPolicy
-from bcnp.host.follow import Follower
-from bcnp.host.replay import Replay
+from bcnp.host.link.client import Client, ReconnectPolicy
+from bcnp.host.sessions.follow import Follower
+from bcnp.host.sessions.replay import Replay
 from bcnp.paths import (
     SAMPLE_S,
     DriveLimits,

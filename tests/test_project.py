@@ -1,4 +1,4 @@
-"""What the robot project hands the host tools (bcnp/host/project.py): its schema and its limits.
+"""What the robot project hands the host tools (bcnp/host/cli/project.py): its schema and its limits.
 
 The library never imports the project: ``python -m bcnp`` takes ``--schema``, else the
 ``[tool.bcnp]`` table of the nearest pyproject.toml, else the schema an installed
@@ -17,7 +17,7 @@ import pytest
 
 import bcnp
 import constants
-from bcnp.host import project
+from bcnp.host.cli import project
 from bcnp.paths import DriveLimits
 from messages import SCHEMA
 

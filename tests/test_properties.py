@@ -367,7 +367,7 @@ def test_garbage_between_packets_never_loses_or_holds_back_an_intact_packet(data
     The claim is made for streams with fewer than ``MAX_CANDIDATES`` header-like ``03 02`` pairs: the
     parser tracks at most that many incomplete candidates behind a waiting frame, and a packet split
     across pushes behind more of them is held back until the waiting frame resolves (delayed, never
-    lost: tests/test_parser.py covers that case)."""
+    lost: tests/deploy/test_parser.py covers that case)."""
     schema = data.draw(st.sampled_from(SCHEMAS), label="schema")
     sent = data.draw(st.lists(packets(schema), min_size=1, max_size=6), label="packets")
     gaps = [

@@ -35,8 +35,8 @@ from support import (
 from bcnp.host.cli.proxy import add_parser as add_proxy_parser
 from bcnp.host.cli.proxy import parse_duration, parse_probability, parse_rate
 from bcnp.host.cli.proxy import run as run_proxy
-from bcnp.host.faults import Faults, Partition, Reset, SetFaults
-from bcnp.host.proxy import Proxy
+from bcnp.host.proxy.core.faults import Faults, Partition, Reset, SetFaults
+from bcnp.host.proxy.fault_proxy import Proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = "127.0.0.1"

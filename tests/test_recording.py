@@ -18,7 +18,7 @@ from wpiutil.log import DataLogReader, StringLogEntry
 
 import bcnp
 import constants
-from bcnp.host.client import Client, SchemaMismatchError
+from bcnp.host.link.client import Client, SchemaMismatchError
 from messages import SCHEMA, DriveCmd
 
 
@@ -267,7 +267,7 @@ _SIGTERM_CHILD = """
 import os, signal, sys, time
 import wpilib
 from wpiutil.log import StringLogEntry
-from subsystems.recording import finish_log_on_sigterm
+from subsystems.observe.recording import finish_log_on_sigterm
 wpilib.DataLogManager.start(sys.argv[1])
 entry = StringLogEntry(wpilib.DataLogManager.getLog(), "Test/Last")
 assert finish_log_on_sigterm()

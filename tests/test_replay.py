@@ -16,8 +16,8 @@ from support import FakeClock, stepping_sleep, wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
-from bcnp.host.client import Client, LinkClosedError
-from bcnp.host.replay import Replay, Schedule, TelemetryRecorder, telemetry_spec
+from bcnp.host.link.client import Client, LinkClosedError
+from bcnp.host.sessions.replay import Replay, Schedule, TelemetryRecorder, telemetry_spec
 from bcnp.parser import StreamParser
 from bcnp.paths import PathCommand, load_path
 from bcnp.transport import TcpServer, TransportConfig

@@ -28,9 +28,9 @@ from test_session import follow, telemetry
 
 from bcnp.host.cli import main
 from bcnp.host.cli.replay import POSE_WAIT_S, open_robot_pose, use_robot_pose
-from bcnp.host.following import FollowSession, StampedPose
-from bcnp.host.robotpose import NO_SERVER_S, POSE_TOPIC, RobotPose
-from bcnp.host.session import Outage
+from bcnp.host.nt.pose import NO_SERVER_S, POSE_TOPIC, RobotPose
+from bcnp.host.sessions.core.follow import FollowSession, StampedPose
+from bcnp.host.sessions.core.outages import Outage
 from bcnp.paths import DriveLimits, PathCommand, from_commands, load_trajectory
 from bcnp.wire import PacketView
 from benchmarks.harness.sim import SimRobot
@@ -244,7 +244,7 @@ def scrubbing_robot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRob
 
 
 def test_the_robot_publishes_its_pose_with_its_telemetrys_stamp(scrubbing_robot: SimRobot) -> None:
-    from bcnp.host.client import Client
+    from bcnp.host.link.client import Client
 
     port, nt_port = scrubbing_robot.port, scrubbing_robot.nt_port
     wheels: dict[int, tuple[float, float]] = {}

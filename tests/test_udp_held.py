@@ -3,11 +3,11 @@
 A field radio that loses its link buffers the host's datagrams and releases them
 when the link is back, in whatever order. The wire has no sequence number, so
 the robot can only tell an old command from a new one by where it comes from:
-the host reconnects from a new source port (``bcnp.host.dial``) and the robot
+the host reconnects from a new source port (``bcnp.host.link.dial``) and the robot
 refuses whatever still comes from the old one (``stale_datagrams``).
 
 Here the robot is the real :class:`~bcnp.transport.UdpServer` on an injected
-clock, the host the real :class:`~bcnp.host.client.Client` on another, and
+clock, the host the real :class:`~bcnp.host.link.client.Client` on another, and
 between them :class:`HoldingLink`, a relay on loopback that keeps each host port
 as a radio does, holds what the host sends while the test says so, and then
 releases the held handshakes ahead of the held commands.
@@ -27,8 +27,8 @@ from support import FakeClock, drive_packet, serve_robot, wait_until
 import bcnp
 from bcnp import encode_handshake
 from bcnp.connection import is_handshake_datagram
-from bcnp.host.client import Client
-from bcnp.host.linkstate import LinkState, ReconnectPolicy
+from bcnp.host.link.client import Client
+from bcnp.host.link.core.state import LinkState, ReconnectPolicy
 from bcnp.transport import UdpServer
 
 Address = tuple[str, int]

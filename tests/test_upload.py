@@ -145,7 +145,7 @@ def test_after_the_readmes_commands_deploy_uploads_only_repository_files(tmp_pat
     """What the install, a test run, the sim and the README's host commands make in a copy
     of the repository: some of each kind, and none of it in the upload set."""
     import run
-    from bcnp.host.plot import REQUIRED
+    from bcnp.host.cli.plotting import REQUIRED
 
     pytest.importorskip("setuptools", minversion="77")  # what pyproject.toml builds with
     project = tmp_path / "project"

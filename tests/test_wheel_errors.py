@@ -27,7 +27,7 @@ import pytest
 from support import ServedRobot, build_wheel, child_env, serve_robot, wheel_only_venv
 
 from bcnp.host.cli import SUBCOMMANDS
-from bcnp.host.replay import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
+from bcnp.host.sessions.replay import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
 from bcnp.transport import TcpServer
 from messages import SCHEMA
 

@@ -1,13 +1,13 @@
 """Host tools: what runs on the laptop or coprocessor that drives a robot.
 
-* :class:`~bcnp.host.client.Client`: connect, handshake, stream command
+* :class:`~bcnp.host.link.client.Client`: connect, handshake, stream command
   batches, receive telemetry, reconnect after a lost link
-  (:mod:`~bcnp.host.linkstate` decides when).
+  (:mod:`~bcnp.host.link.core.state` decides when).
 * ``python -m bcnp`` (:mod:`bcnp.host.cli`): send, stop, replay a path file,
   monitor the robot's keys, plot a run, show a schema, a fault proxy
-  (:mod:`~bcnp.host.proxy`).
-* :mod:`~bcnp.host.replay`, :mod:`~bcnp.host.follow`, :mod:`~bcnp.host.plot`,
-  :mod:`~bcnp.host.monitor`, :mod:`~bcnp.host.robotmode`: the pieces behind
+  (:mod:`~bcnp.host.proxy.fault_proxy`).
+* :mod:`~bcnp.host.sessions.replay`, :mod:`~bcnp.host.sessions.follow`, :mod:`~bcnp.host.cli.plotting`,
+  :mod:`~bcnp.host.nt.monitor`, :mod:`~bcnp.host.nt.mode`: the pieces behind
   those commands. Path files are :mod:`bcnp.paths`'s, shared with the robot.
 
 Every name a host program needs is importable from here (``from bcnp.host
@@ -18,7 +18,7 @@ package.
 from __future__ import annotations
 
 from ..paths import PathCommand, PathError, load_path
-from .client import (
+from .link.client import (
     Client,
     LinkClosedError,
     LinkDownError,
@@ -30,7 +30,7 @@ from .client import (
     RobotUnreachableError,
     SchemaMismatchError,
 )
-from .replay import Outage, Progress, Replay
+from .sessions.replay import Outage, Progress, Replay
 
 __all__ = [
     "Client",

@@ -1,7 +1,7 @@
 """The proxy-and-host rig: a fault proxy in front of a robot's port, hosts connected through it,
 and the ways a benchmark or a test drives a path with them.
 
-:class:`Rig` starts a :class:`bcnp.host.proxy.Proxy` (TCP, UDP or both; faults and a seed)
+:class:`Rig` starts a :class:`bcnp.host.proxy.fault_proxy.Proxy` (TCP, UDP or both; faults and a seed)
 in front of ``127.0.0.1:port``, records its events with the wall time they happened
 (:class:`Events`), gives clients connected through it (:meth:`Rig.connect`, retried while
 the robot still holds a previous controller) and closes everything at its end; ``proxied=False``
@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bcnp.host.client import Client, LinkClosedError, LinkError, ReconnectPolicy
-from bcnp.host.faults import Faults
-from bcnp.host.proxy import Proxy
-from bcnp.host.replay import Replay, TelemetryRecorder, telemetry_spec
+from bcnp.host.link.client import Client, LinkClosedError, LinkError, ReconnectPolicy
+from bcnp.host.proxy.core.faults import Faults
+from bcnp.host.proxy.fault_proxy import Proxy
+from bcnp.host.sessions.replay import Replay, TelemetryRecorder, telemetry_spec
 from bcnp.paths import DriveLimits, PathCommand, Trajectory
 from benchmarks.harness.truth import FieldPose, Watched, watch_drive
 from messages import SCHEMA
@@ -140,7 +140,7 @@ class Rig:
 
     def client(self, udp: bool | None = None, **options: Any) -> Client:
         """A client through the rig (not connected yet), closed with it; ``udp`` defaults to the
-        rig's transport. ``options`` go to :class:`~bcnp.host.client.Client`."""
+        rig's transport. ``options`` go to :class:`~bcnp.host.link.client.Client`."""
         udp = self.transport == "udp" if udp is None else udp
         client = Client(SCHEMA, LOCAL, self.port(udp), udp=udp, **options)
         self.clients.append(client)
@@ -216,13 +216,13 @@ def drive(
             at(follower.reference_time)
         time.sleep(seconds)
 
-    from bcnp.host.follow import Follower
+    from bcnp.host.sessions.follow import Follower
 
     follower = Follower(client, reference, limits, sleep=sleep)
     client.on_telemetry = follower.on_telemetry
     if nt_port is None:
         return len(follower.run().outages)
-    from bcnp.host.robotpose import RobotPose
+    from bcnp.host.nt.pose import RobotPose
 
     with RobotPose(LOCAL, nt_port, on_pose=follower.on_pose) as robot_pose:
         first = robot_pose.wait(POSE_WAIT_S)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: The data log entries of each command made active (subsystems/recording.py).
+#: The data log entries of each command made active (subsystems/observe/recording.py).
 VX_ENTRY, OMEGA_ENTRY, DURATION_ENTRY = "BCNP/Command/Vx", "BCNP/Command/Omega", "BCNP/Command/DurationMs"
 #: DataLogManager's wall-clock anchor: value µs since the epoch, timestamp FPGA µs.
 SYSTEM_TIME_ENTRY = "systemTime"

@@ -57,7 +57,7 @@ def send_loop(
 ) -> None:
     """Sends ``next_packet(t)`` every ``period`` s (``None``: as fast as the link takes them)
     until ``stop`` is set or it gives ``None``; see the module docs. Never raises."""
-    from bcnp.host.client import LinkError
+    from bcnp.host.link.client import LinkError
 
     t0 = next_send = time.monotonic()
     try:

@@ -332,9 +332,9 @@ class SimRobot:
         The robot listens from ``robotInit``, before its loop starts: a command sent
         as :meth:`start` returns starts when the first tick runs, tens of ms later
         (20 to 95 ms measured), and everything queued behind it as late. Call this
-        first when start times matter. Raises ``bcnp.host.client.LinkError`` if
+        first when start times matter. Raises ``bcnp.host.link.client.LinkError`` if
         another controller owns the link, ``RuntimeError`` after ``timeout`` s."""
-        from bcnp.host.client import Client
+        from bcnp.host.link.client import Client
         from messages import SCHEMA
 
         deadline = time.monotonic() + timeout

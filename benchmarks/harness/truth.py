@@ -167,7 +167,7 @@ class Watched:
 def watch_drive(truth: FieldPose, drive: Callable[[], object]) -> Watched:
     """Runs ``drive()`` while ``truth`` samples the pose, then :data:`TAIL_S` more. A lost link
     (``LinkError``) ends the drive and is its ``error``."""
-    from bcnp.host.client import LinkError
+    from bcnp.host.link.client import LinkError
 
     origin = truth.pose()
     truth.record()

@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from ..client import LinkError
+from ..link.client import LinkError
 from . import extras, info, monitor, plot, proxy, replay, send
 from .common import UserError
 

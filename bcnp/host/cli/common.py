@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, TypeAlias
 from ...defaults import NT_PORT, PORT
 from ...paths import DriveLimits
 from ...schema import Schema
-from .. import project
-from ..client import Client, ReconnectPolicy
-from ..replay import Outage, TelemetryRecorder
-from ..robotmode import ModeWatch
+from ..link.client import Client, ReconnectPolicy
+from ..nt.mode import ModeWatch
+from ..sessions.replay import Outage, TelemetryRecorder
+from .project import ProjectError, find_project, limits, schema
 
 if TYPE_CHECKING:
     #: ``argparse``'s subparsers object, as each subcommand's ``add_parser`` takes it.
@@ -80,16 +80,16 @@ def reconnect_policy(args: argparse.Namespace) -> ReconnectPolicy:
 def robot_schema(path: str | None) -> Schema:
     """``--schema``, else the project's ``[tool.bcnp]`` schema, else an installed one (project.py)."""
     try:
-        return project.schema(path, project.find_project())
-    except project.ProjectError as exc:
+        return schema(path, find_project())
+    except ProjectError as exc:
         raise UserError(str(exc)) from None
 
 
 def drive_limits() -> DriveLimits:
     """The project's drivetrain (``[tool.bcnp] limits``), else the kit chassis."""
     try:
-        return project.limits(project.find_project())
-    except project.ProjectError as exc:
+        return limits(find_project())
+    except ProjectError as exc:
         raise UserError(str(exc)) from None
 
 

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not args.once:
         raise UserError("--json needs --once")
     require("monitor", "ntcore")  # rich is optional: without it the live view is plain text
-    from ..monitor import Monitor, NoServerError, render_text, run_live
+    from ..nt.monitor import Monitor, NoServerError, render_text, run_live
 
     try:
         with Monitor(args.host, args.port, args.team) as monitor:

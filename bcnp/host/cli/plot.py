@@ -38,7 +38,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     require("plot", "matplotlib")
-    from ..plot import DEFAULT_TRACK_WIDTH_M, PlotError, load_run, plot_run
+    from .plotting import DEFAULT_TRACK_WIDTH_M, PlotError, load_run, plot_run
 
     output = Path(args.output) if args.output else Path(args.telemetry).with_suffix(".png")
     width = DEFAULT_TRACK_WIDTH_M if args.track_width is None else args.track_width

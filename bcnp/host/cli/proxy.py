@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from ...defaults import PORT
 from ...transport.netio import format_address
-from ..faults import Event, Faults, Partition, Reset
-from ..proxy import Proxy
+from ..proxy.core.faults import Event, Faults, Partition, Reset
+from ..proxy.fault_proxy import Proxy
 
 if TYPE_CHECKING:
     from .common import Subparsers

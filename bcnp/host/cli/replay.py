@@ -11,8 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from ...paths import DriveLimits, PathError, is_planned, load_path, load_trajectory, to_commands
 from ...schema import Schema
-from ..client import Client, LinkError
-from ..replay import LEAD_S, UDP_LEAD_S, Outage, Progress, Replay, Schedule, TelemetryRecorder, telemetry_spec
+from ..link.client import Client, LinkError
+from ..sessions.replay import (
+    LEAD_S,
+    UDP_LEAD_S,
+    Outage,
+    Progress,
+    Replay,
+    Schedule,
+    TelemetryRecorder,
+    telemetry_spec,
+)
 from .common import (
     MODE_WAIT_S,
     UserError,
@@ -29,8 +38,8 @@ from .common import (
 from .extras import missing, require
 
 if TYPE_CHECKING:
-    from ..following import StampedPose
-    from ..robotpose import RobotPose
+    from ..nt.pose import RobotPose
+    from ..sessions.core.follow import StampedPose
     from .common import Subparsers
 
 EPILOG_REPLAY = """examples:
@@ -220,7 +229,7 @@ def follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: Dr
 
 def open_robot_pose(host: str, port: int) -> tuple[RobotPose | None, str]:
     """An NT4 client for the robot's ``Network/Pose`` at ``host:port``, or None and why not."""
-    from ..robotpose import RobotPose
+    from ..nt.pose import RobotPose
 
     try:
         return RobotPose(host, port), ""
@@ -233,7 +242,7 @@ def use_robot_pose(
 ) -> str:
     """Hands the robot's poses to ``on_pose`` (the follower's) if the robot offers them within
     :data:`POSE_WAIT_S`; the one line that says which pose the follower follows on."""
-    from ..robotpose import NO_SERVER_S
+    from ..nt.pose import NO_SERVER_S
 
     if robot_pose is None:
         return f"pose: from the wheel telemetry ({why_not})"
@@ -260,7 +269,7 @@ def _follow(
     why_not: str,
     telemetry_out: Path | None,
 ) -> int:
-    from ..follow import Follower
+    from ..sessions.follow import Follower
 
     with mode_watch(args, client), client as robot:
         transport = "udp" if args.udp else "tcp"

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from ...paths import PathCommand
 from ...schema import Message, Schema
-from ..client import Client, LinkError
-from ..replay import Replay
+from ..link.client import Client, LinkError
+from ..sessions.replay import Replay
 from .common import (
     MODE_WAIT_S,
     UserError,

@@ -1,0 +1,2 @@
+"""The sessions' sans-I/O cores: outages, the replay's schedule, the follower.
+No sockets, threads or clocks."""
