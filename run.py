@@ -12,6 +12,12 @@ skips it) with the shipped GUI layout from ``.sim-layout/`` copied there on
 first use: the Field and NetworkTables windows open, the keyboard as
 joystick 0. The GUI saves window changes to ``.sim/``, never to the project.
 
+``test`` runs pytest with a few workers (pytest-xdist: ``-n auto``), each taking whole
+test modules, the longest first: how long a module is comes from what its tests took in
+the last run (kept in pytest's cache, ``.pytest_cache/``), or in a fresh clone from what
+they use (tests/conftest.py). PYTEST ARGS go after the task's own: ``-n 0`` runs serially,
+a path or ``-k`` picks tests.
+
 Outside a virtual environment, everything goes into ``.venv/`` in this folder
 (created on first use; ``robotpy deploy`` skips dot-folders). Inside one
 (activated, or run with its python), that environment is used. Before a task,
@@ -61,7 +67,8 @@ TASKS = {
     "sim": ("sim,host", ["robotpy", "sim"]),
     # Every test, in parallel (pytest-xdist): tests/conftest.py says how many workers "auto" is.
     # A module's tests stay in one worker (module-scoped fixtures: a simulator process, C++
-    # builds), handed out in collection order, longest first; `-n 0` after `test` runs serially.
+    # builds), handed out in collection order, which tests/conftest.py makes longest first by
+    # what each test took in the last run (pytest's cache); `-n 0` after `test` runs serially.
     "test": ("test", ["pytest", "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]),
     "bcnp": ("host", ["bcnp"]),
     "robotpy": ("sim", ["robotpy"]),

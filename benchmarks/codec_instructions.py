@@ -1,6 +1,6 @@
 """Instructions and memory references per message of the codec workloads, Python and the reference.
 
-    python -m benchmarks.codec_instructions [--reference PATH] [--runs N] [--json]
+    python -m benchmarks.codec_instructions [--reference PATH] [--runs N] [--json PATH]
 
 Counts, with Valgrind's callgrind and its cache simulator, what the timed part
 of two ``benchmarks/throughput.py`` workloads executes per message:
@@ -33,7 +33,6 @@ taken off. Needs Valgrind on x86-64 Linux; ``--inner`` is what runs under it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -43,7 +42,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
+from benchmarks.report import add_json_argument, write_json
 
 WORKLOADS = ("encode_65535", "parse_100x655_chunked")
 MESSAGES = {"encode_65535": 65535, "parse_100x655_chunked": 65500}
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="BYTES",
         help="size of the simulated last-level cache (16-way, 64-byte lines; default: the machine's)",
     )
-    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    add_json_argument(parser)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -248,8 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if "reference" in figures:
             ratio = figures["python"][name]["instructions"] / figures["reference"][name]["instructions"]
             print(f"  {'':24s}{'py / ref':>11s}{ratio:15.2f}x")
-    if args.json:
-        print(json.dumps(figures))
+    write_json(figures, args.json)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The figure-8 over a field network: the headless sim driven through the fault proxy.
 
-    python -m benchmarks.field [--seed S] [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
-    python -m benchmarks.field --held N [--seed S] [--json OUT.json]
+    python -m benchmarks.field [--seed S] [--json PATH] [--image PNG] [--drivetrain kitbot|sparkmax]
+    python -m benchmarks.field --held N [--seed S] [--json PATH]
 
 Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``, one
 process for every case) and replays ``paths/figure8.csv`` (252 commands of
@@ -15,7 +15,7 @@ Per case it reports:
 
 * late: commands the robot started more than the 200 ms link timeout after
   the host's plan (from the robot's ``.wpilog``; the host plans in wall time);
-  must be 0;
+  a case with any is listed off the plan;
 * dropped: commands the replay dropped for an outage (``Replay.outages``);
 * heal → link, heal → driving: from the link's return (the proxy's heal) to
   the host's new connection, and to the first command the robot started
@@ -75,8 +75,10 @@ from bcnp.host.cli.plotting import odometry
 from bcnp.host.link.client import LinkError, ReconnectPolicy
 from bcnp.host.proxy.core.faults import Faults
 from bcnp.host.proxy.fault_proxy import Proxy
-from bcnp.host.sessions.replay import Schedule, TelemetryRecorder
+from bcnp.host.sessions.core.replay import Schedule
+from bcnp.host.sessions.recorder import TelemetryRecorder
 from bcnp.paths import PathCommand, load_path
+from benchmarks.harness import ROOT
 from benchmarks.harness.judge import LATE_S, Plan, early, judge, late, spread, tag_offsets, tag_paths, unknown
 from benchmarks.harness.rig import FIELD, Drop, Rig, recorded_replay
 from benchmarks.harness.robotlog import LOG_WRITE_S, CommandStart, read_command_starts, read_strings
@@ -84,7 +86,6 @@ from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, TAIL_S, Path2D, deviation, plan_path
 from benchmarks.report import add_output_arguments, failed, log, write_json
 
-ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
 IMAGE = ROOT / "docs" / "images" / "field-paths.png"
 
@@ -480,17 +481,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     print(table(cases))
+    off_plan: list[str] = []
     for case in cases:
         if case.error:
             failures.append(f"{case.name}: {case.error}")
-        if case.late:
-            failures.append(f"{case.name}: {case.late} command(s) started late")
-        if case.unknown:
-            failures.append(f"{case.name}: {case.unknown} started command(s) not in the plan")
-        if case.early:
-            failures.append(f"{case.name}: {case.early} command(s) started before their plan")
         if not case.started:
             failures.append(f"{case.name}: the robot logged no command start")
+        if case.late:
+            off_plan.append(f"{case.name}: {case.late} command(s) started late")
+        if case.unknown:
+            off_plan.append(f"{case.name}: {case.unknown} started command(s) not in the plan")
+        if case.early:
+            off_plan.append(f"{case.name}: {case.early} command(s) started before their plan")
+    if off_plan:
+        print("Off the plan:")
+        for line in off_plan:
+            print(f"  {line}")
     if args.json:
         write_json(
             {
@@ -501,6 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "late_after_s": LATE_S,
                 "tag_max": {"vx": dv, "omega": dw},
                 "cases": [c.report() for c in cases],
+                "off_plan": off_plan,
                 "failures": failures,
             },
             args.json,

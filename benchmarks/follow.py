@@ -1,6 +1,6 @@
 """Open loop against ``replay --follow``: the figure-8 with disturbances open loop cannot make up.
 
-    python -m benchmarks.follow [--json OUT.json] [--image PNG] [--drivetrain kitbot|sparkmax]
+    python -m benchmarks.follow [--json PATH] [--image PNG] [--drivetrain kitbot|sparkmax]
 
 Starts the real robot program headless (``benchmarks.harness.sim.SimRobot``) and
 drives ``paths/figure8.csv`` (12.6 s) through the fault proxy, over TCP and
@@ -18,8 +18,9 @@ physics model, over NetworkTables), taken relative to where the robot stood
 when the case began, against the path as the robot's limits let it drive
 (:func:`bcnp.paths.from_commands`). Per case: the final position
 error and the largest deviation (each true pose's distance to the nearest
-point of the path). ``--follow`` must end within 0.10 m in every case (exit
-status 1 otherwise). Writes the driven paths to ``docs/images/follow.png``.
+point of the path). A ``--follow`` case that ends more than 0.10 m off is
+listed as off target (exit status 1 only when a case could not be driven).
+Writes the driven paths to ``docs/images/follow.png``.
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ from pathlib import Path
 import constants
 from bcnp.host.link.client import ReconnectPolicy
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
+from benchmarks.harness import ROOT
 from benchmarks.harness.rig import Rig, recorded_replay, watched_drive
 from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
 from benchmarks.report import add_output_arguments, failed, log, write_json
 
-ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
 IMAGE = ROOT / "docs" / "images" / "follow.png"
 DROP_S = 1.0
@@ -225,11 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(table(cases))
     failures = [f"{c.name}: {c.error}" for c in cases if c.error]
-    failures += [
+    misses = [
         f"{c.name}: ended {c.final_error_m:.3f} m from the path's end (target {TARGET_M} m)"
         for c in cases
-        if c.mode == "follow" and not c.final_error_m <= TARGET_M
+        if c.mode == "follow" and not c.error and not c.final_error_m <= TARGET_M
     ]
+    if misses:
+        print("Off target:")
+        for miss in misses:
+            print(f"  {miss}")
     if args.json:
         write_json(
             {
@@ -239,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "right_scale": RIGHT_SCALE,
                 "right_delivered": round(share, 4),
                 "cases": [c.report() for c in cases],
+                "misses": misses,
                 "failures": failures,
             },
             args.json,

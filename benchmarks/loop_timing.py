@@ -65,11 +65,11 @@ import ntcore
 
 from bcnp import encode_packet
 from bcnp.host.link.client import Client, LinkError
+from benchmarks.harness.ports import free_port
 from benchmarks.harness.sender import PERIOD_S, Burst, NextPacket, Sender, Sent, replanning
-from benchmarks.harness.sim import SimRobot, free_port, spawn
+from benchmarks.harness.sim import SimRobot, spawn
 from messages import SCHEMA, DriveCmd
 
-ROOT = Path(__file__).resolve().parent.parent
 NETWORK = "/SmartDashboard/Network/"
 #: Rolling loop figures: the worst value published during a phase is reported.
 WORST_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs")

@@ -1,6 +1,6 @@
 """On target: does the robot drive what it is commanded when the drivetrain is not the model?
 
-    python -m benchmarks.on_target [--json OUT] [--image PNG | --no-image]
+    python -m benchmarks.on_target [--json PATH] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax] [--disturbance none,weak,scrub,sag,mass,all]
         [--device ideal,documented] [--delay-ms 0[,50,100,150]] [--paths arc-left,arc-right,figure8]
         [--modes open,follow[,follow-wheels]] [--links clean[,drop]]
@@ -68,13 +68,13 @@ from pathlib import Path
 import constants
 from bcnp.host.link.client import LinkError
 from bcnp.paths import DriveLimits, PathCommand, Trajectory, from_commands, load_path
+from benchmarks.harness import ROOT
 from benchmarks.harness.rig import watched_drive
 from benchmarks.harness.sim import SimRobot
 from benchmarks.harness.truth import PAUSE_S, FieldPose, Path2D
 from benchmarks.report import add_output_arguments, log, write_json
 from sim import settings as sim_settings
 
-ROOT = Path(__file__).resolve().parent.parent
 IMAGE = ROOT / "docs" / "images" / "on-target.png"
 FIGURE8 = ROOT / "paths" / "figure8.csv"
 

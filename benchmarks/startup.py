@@ -1,7 +1,7 @@
 """Start-up time and resident memory of the robot, against an empty TimedRobot started the same way.
 
     python -m benchmarks.startup [--repeat N] [--idle-seconds S] [--live-minutes M]
-                                 [--rss-every S] [--wiring kitbot|sparkmax] [--json]
+                                 [--rss-every S] [--wiring kitbot|sparkmax] [--json PATH]
     python -m benchmarks.startup --importtime robot|empty [--top N]   # what its imports cost
 
 Each robot is started by the benchmarks' launcher (:class:`benchmarks.harness.sim.SimRobot`)
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import socket
 import statistics
@@ -56,9 +55,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import ROOT
 from benchmarks.harness.sim import SimRobot
+from benchmarks.report import add_json_argument, write_json
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Where ``robotpy sim`` serves NetworkTables when nothing moves it (the empty robot).
 NT_PORT = 5810
 
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: one start of that robot under -X importtime, its costliest imports",
     )
     parser.add_argument("--top", type=int, default=40, help="imports listed by --importtime (default 40)")
-    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.importtime:
         return importtime(args)
@@ -367,8 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             f"less the second's); slope after the first minute {robot['slope_mib_per_min']:+.3f} MiB/min, "
             f"scatter {robot['scatter_mib']:.2f} MiB"
         )
-    if args.json:
-        print(json.dumps(results))
+    write_json(results, args.json)
     return 0
 
 

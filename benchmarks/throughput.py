@@ -1,6 +1,6 @@
 """Ingest and encode throughput of the BCNP core, in messages per second.
 
-    python -m benchmarks.throughput [--json] [--repeat N] [--only NAMES]
+    python -m benchmarks.throughput [--json PATH] [--repeat N] [--only NAMES]
                                     [--reference PATH [--rounds R]]
 
 (a)  one 65,535-DriveCmd packet pushed in 4,096-byte chunks through
@@ -32,7 +32,6 @@ another day: on a shared machine only ratios from one run mean much.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import statistics
@@ -42,7 +41,6 @@ import threading
 import time
 from collections.abc import Callable
 from operator import attrgetter
-from pathlib import Path
 
 from bcnp import (
     Dispatcher,
@@ -55,7 +53,9 @@ from bcnp import (
     load_schema,
 )
 from bcnp.transport import TcpServer, TransportConfig
+from benchmarks.harness import ROOT
 from benchmarks.harness.workloads import SCHEMA_PATH, chunks, random_commands
+from benchmarks.report import add_json_argument, write_json
 
 #: Workloads in the order they run and print; JSON keys.
 WORKLOADS = (
@@ -153,7 +153,7 @@ def _tcp_ingest_once(schema: Schema, seed: int) -> float:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
     )
     try:
         assert sender.stdout is not None and sender.stdin is not None
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object (msgs/s)")
+    add_json_argument(parser, "figures (msgs/s)")
     parser.add_argument("--repeat", type=int, default=15, help="runs per figure (median taken)")
     parser.add_argument(
         "--only", type=_workloads, default=WORKLOADS, help="comma-separated workloads (default: all)"
@@ -291,9 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     repeat = max(1, args.repeat)
     if args.reference is None:
         figures = run(repeat, args.only)
-        if args.json:
-            print(json.dumps({k: round(v) for k, v in figures.items()}))
-            return 0
         print(f"Python {sys.version.split()[0]}, median of {repeat} runs")
         print(f"ratios against the C++ reference as recorded on {REFERENCE_DATE} (not this run)")
         for key, value in figures.items():
@@ -302,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{value / ref:5.2f}x the C++ reference {ref / 1e6:.1f} M" if ref else "no C++ counterpart"
             )
             print(f"  {key:24s} {value / 1e6:8.2f} M msgs/s   ({versus})")
+        write_json({k: round(v) for k, v in figures.items()}, args.json)
         return 0
 
     rounds = max(1, args.rounds)
@@ -309,19 +307,6 @@ def main(argv: list[str] | None = None) -> int:
     py_median = {name: statistics.median(values) for name, values in python.items()}
     cpp_median = {name: statistics.median(values) for name, values in cpp.items()}
     ratio = {name: py_median[name] / cpp_median[name] for name in cpp_median}
-    if args.json:
-        rounded = {name: round(value) for name, value in py_median.items()}
-        print(
-            json.dumps(
-                {
-                    "python": rounded,
-                    "reference": {name: round(value) for name, value in cpp_median.items()},
-                    "ratio": {name: round(value, 3) for name, value in ratio.items()},
-                    "rounds": rounds,
-                }
-            )
-        )
-        return 0
     print(f"Python {sys.version.split()[0]} and {args.reference}, {rounds} rounds alternating,")
     print(f"each figure the median of {repeat} runs; medians over the rounds (M msgs/s)")
     print(f"  {'workload':24s} {'Python':>8s} {'C++':>8s}  ratio  (per round)")
@@ -334,6 +319,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {name:24s} {value / 1e6:8.2f} {cpp_median[name] / 1e6:8.2f}  {ratio[name]:5.2f}x ({spread})"
         )
+    write_json(
+        {
+            "python": {name: round(value) for name, value in py_median.items()},
+            "reference": {name: round(value) for name, value in cpp_median.items()},
+            "ratio": {name: round(value, 3) for name, value in ratio.items()},
+            "rounds": rounds,
+        },
+        args.json,
+    )
     return 0
 
 

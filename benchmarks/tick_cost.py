@@ -1,6 +1,6 @@
 """What one robot tick costs: the real robot program, in-process, on the simulated HAL.
 
-    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--paced] [--json]
+    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--paced] [--json PATH]
 
 The robot (robot.py with physics.py attached, as pyfrc attaches it) runs in
 this thread: each tick steps simulated time by 20 ms and runs WPILib's own
@@ -30,14 +30,13 @@ An empty ``TimedRobot`` subclass's robotPeriodic and whole loop are measured in
 the same run as the floor, and so are the WPILib calls any tick makes (time,
 mode, watchdog, encoders, gyro, odometry) alone, back to back and paced at
 20 ms whatever ``--paced`` says: the share of a paced tick that is the machine.
-A human table, then ``--json`` prints one JSON object on the last line.
+A human table; ``--json PATH`` also writes the figures as JSON to PATH.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import random
@@ -48,12 +47,11 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import ROOT
 from benchmarks.harness.inprocess import TICK_S, robot_classes, step
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.report import add_json_argument, write_json
 
 Samples = dict[str, list[int]]  # part -> nanoseconds per tick
 
@@ -285,7 +283,7 @@ def _host(port: int) -> int:
             count, omega = line.split()
             host.send([DriveCmd(vx=0.8, omega=float(omega), durationMs=20) for _ in range(int(count))])
         time.sleep(0.1)  # the last telemetry
-        print(host.telemetry_packets, flush=True)
+        print(host.link.telemetry_packets, flush=True)
     return 0
 
 
@@ -297,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
     parser.add_argument("--paced", action="store_true", help="wait the loop period before each tick")
     parser.add_argument("--host", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.host is not None:
         return _host(args.host)
@@ -330,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"      {part:13s} p50 {p['p50_us']:7.1f}  p99 {p['p99_us']:7.1f}"
                 f"  mean {p['mean_us']:7.1f} us"
             )
-    if args.json:
-        print(json.dumps(results))
+    write_json(results, args.json)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Instructions per robot tick, counted exactly by Valgrind: robotPeriodic, its parts, the loop.
 
     python -m benchmarks.tick_instructions [--ticks N] [--repeats B] [--warmup N] [--runs R]
-                                           [--wiring kitbot|sparkmax] [--keep DIR] [--json]
+                                           [--wiring kitbot|sparkmax] [--keep DIR] [--json PATH]
 
 The robot of ``benchmarks/tick_cost.py`` (robot.py with physics.py attached, the
 simulated HAL, WPILib's own loop function, simulated time stepped 20 ms a tick),
@@ -81,7 +81,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import json
 import math
 import os
 import random
@@ -97,9 +96,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import ROOT
 from benchmarks.harness.callgrind import Callgrind
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.report import add_json_argument, write_json
 
 SCENARIOS = ("floor", "idle", "live", "teleop")
 #: The probe of robotPeriodic measured with the cyclic garbage collector paused.
@@ -548,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--valgrind", default="valgrind", help="the valgrind command (default: valgrind on PATH)"
     )
-    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    add_json_argument(parser)
     parser.add_argument(
         "--keep",
         type=Path,
@@ -622,19 +621,17 @@ def main(argv: list[str] | None = None) -> int:
             for rio, hz in ROBORIO_HZ.items()
         )
         print(f"    {scenario:7s} {cells}")
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "python": version,
-                    "wiring": args.wiring,
-                    "ticks": args.ticks,
-                    "warmup": args.warmup,
-                    "runs": runs,
-                    "spreads": spreads,
-                }
-            )
-        )
+    write_json(
+        {
+            "python": version,
+            "wiring": args.wiring,
+            "ticks": args.ticks,
+            "warmup": args.warmup,
+            "runs": runs,
+            "spreads": spreads,
+        },
+        args.json,
+    )
     return 0
 
 

@@ -1,1 +1,2 @@
-"""Robot hardware owners and the robot side of the BCNP link."""
+"""The robot's parts: the drivetrain (``drivetrain/``), the robot side of the BCNP link (``link/``),
+and what observes them (``observe/``)."""

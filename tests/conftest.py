@@ -1,27 +1,32 @@
-"""Shared fixtures: schemas loaded from the repository; pyfrc's robot fixtures; the two tiers.
+"""Shared fixtures: schemas loaded from the repository; pyfrc's robot fixtures; the two tiers;
+the order in which the full suite hands out its modules.
 
 ``robotpy test`` registers pyfrc's pytest plugin itself; under plain
 ``python -m pytest`` it is registered here, so both commands have the
 ``robot`` and ``control`` fixtures.
 
 Two tiers. ``robotpy test``, which ``robotpy deploy`` runs before every upload to a
-robot (in a pit, between matches), runs the deploy tier: the modules in
-``DEPLOY_TIER`` (the robot program in every mode and both wirings, pyfrc's stock
-robot tests, the protocol core, the allowlist), property tests with a 25th of their
-examples (``support.examples``), and without the heaviest cases (``full_suite``: packets of
-65,535 messages, floods): seconds, not minutes. ``python run.py test`` (plain
-pytest: the README's test command, CI's) runs every test in full. ``BCNP_TEST_ALL=1``
-makes ``robotpy test`` run everything too.
+robot (in a pit, between matches), runs the deploy tier: the modules in ``tests/deploy/``
+(the robot program in every mode and both wirings, pyfrc's stock robot tests, the
+protocol core, the allowlist), property tests with a 25th of their examples
+(``support.examples``), and without the heaviest cases (``full_suite``: packets of
+65,535 messages, floods): seconds, not minutes. A module belongs to the tier by its
+folder. ``python run.py test`` (plain pytest: the README's test command, CI's) runs every
+test in full, the longest modules first (see "the order of the full suite" below).
+``BCNP_TEST_ALL=1`` makes ``robotpy test`` run everything too.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +34,9 @@ import pytest
 from support import TIER_ENV
 
 import bcnp
+from benchmarks.harness import ROOT
+from benchmarks.harness.sim import SimRobot
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 # pytest imports each test module through its assertion rewriting, about 3 s of CPU a process
@@ -39,49 +45,16 @@ DATA = Path(__file__).resolve().parent / "data"
 # many CI and container images): then every process of every run pays it again.
 sys.dont_write_bytecode = False
 
-#: The deploy tier's modules (``robotpy test``, so ``robotpy deploy``).
-DEPLOY_TIER = (
-    "test_robot.py",
-    "test_pyfrc_stock.py",
-    "test_wire.py",
-    "test_parser.py",
-    "test_queue.py",
-    "test_connection.py",
-    "test_dispatcher.py",
-    "test_allowed_peers.py",
-)
+#: The deploy tier (``robotpy test``, so ``robotpy deploy``): every test module in this folder.
+DEPLOY = Path(__file__).resolve().parent / "deploy"
 ALL_ENV = "BCNP_TEST_ALL"
-#: The modules that take longest, longest first (seconds each in a parallel run here,
-#: 2026-11-25: simulator processes, replays on the wall clock, g++, hypothesis). ``python
-#: run.py test`` hands out whole modules to its xdist workers in collection order (``--dist
-#: loadfile --no-loadscope-reorder``): longest first, so that the run ends with short ones on
-#: every worker instead of one long module finishing alone. The rest follow as collected.
-LONGEST_FIRST = (
-    "test_field.py",  # 40
-    "test_examples.py",  # 33
-    "test_field_restart.py",  # 19
-    "test_properties.py",  # 12
-    "test_on_target.py",  # 12
-    "test_interlocks.py",  # 12
-    "test_autonomous.py",  # 11
-    "test_robot.py",  # 9
-    "test_client.py",  # 8
-    "test_codegen_cpp.py",  # 8
-    "test_host_tools.py",  # 7
-    "test_planners.py",  # 7
-    "test_faults.py",  # 7
-    "test_sysid.py",  # 7
-    "test_preflight.py",  # 6
-    "test_modes.py",  # 6
-    "test_cli.py",  # 6
-    "test_transport_tcp.py",  # 6
-    "test_queue.py",  # 6
-    "test_wire.py",  # 5
-    "test_parser.py",  # 5
-    "test_sim.py",  # 4
-    "test_pyfrc_stock.py",  # 4
-    "test_doc_examples.py",  # 4
-)
+
+# The modules beside this file take the robot's test helpers (Sim, cmd, the wiring fixture) from
+# deploy/test_robot.py by its module name, as pytest imports it: with its folder on the path, a
+# module run alone (``python run.py test tests/test_sim.py``) finds it too, not only a run that
+# collected tests/deploy/ first.
+if str(DEPLOY) not in sys.path:
+    sys.path.insert(0, str(DEPLOY))
 
 # Robots built by tests listen on free ports, never on 5800 (a sim may be running).
 os.environ.setdefault("BCNP_PORT", "0")
@@ -98,6 +71,7 @@ if not _inherited or _inherited == os.environ.get(_LOG_DIR_MADE):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Timings(config), "bcnp-timings")
     try:
         from pyfrc.test_support.pytest_plugin import PyFrcPlugin
     except ImportError:  # robotpy not installed: the protocol tests still run
@@ -133,35 +107,232 @@ def _load_deploy_profile() -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The deploy tier does not even import the other test modules (the planners' and the
-    plotting libraries' imports alone take seconds)."""
-    if os.environ.get(TIER_ENV) != "deploy" or not collection_path.name.startswith("test_"):
+    """The deploy tier collects tests/deploy/ alone: it does not even import the other test
+    modules (the planners' and the plotting libraries' imports alone take seconds)."""
+    if os.environ.get(TIER_ENV) != "deploy" or collection_path.suffix != ".py":
         return None
-    if collection_path.suffix != ".py":
+    if not collection_path.name.startswith("test_"):
         return None
-    return collection_path.name not in DEPLOY_TIER or None
+    return DEPLOY not in collection_path.resolve().parents or None
+
+
+# -- the order of the full suite ----------------------------------------------------------------
+#
+# ``python run.py test`` hands whole modules to its xdist workers (``--dist loadfile``: a module's
+# fixtures, a simulator process or a g++ build, start once), in collection order
+# (``--no-loadscope-reorder``); a worker gets its next module as it nears the end of its current
+# one. Longest first: the run then ends with short modules on every worker instead of one long
+# module running alone while the others wait. A module's length is what its tests took the last
+# time they ran, kept in pytest's cache; a test no run has measured (a fresh clone, as CI's) is
+# guessed from what it uses.
+
+#: pytest's cache entry (``.pytest_cache/``): each test's seconds (setup, call and teardown) the
+#: last time it ran, the deploy tier's fewer examples aside.
+DURATIONS = "bcnp/durations"
+
+
+class Timings:
+    """Each test's seconds, measured or guessed. Read from pytest's cache before the run by the
+    process that reports the tests (pytest itself, or the xdist controller, which hands its
+    reading to every worker: the workers must order their collections alike, which they could not
+    if each read a cache another run rewrote meanwhile); that process records this run's and
+    writes them back at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self.worker = workerinput is not None
+        self.measured: dict[str, float] = (
+            workerinput.get(DURATIONS, {}) if workerinput is not None else self.read()
+        )
+        self.now: dict[str, float] = {}
+
+    def read(self) -> dict[str, float]:
+        cache = getattr(self.config, "cache", None)  # None with -p no:cacheprovider
+        found = cache.get(DURATIONS, {}) if cache is not None else {}
+        return found if isinstance(found, dict) else {}
+
+    def seconds(self, item: pytest.Item) -> float:
+        measured = self.measured.get(item.nodeid)
+        return float(measured) if isinstance(measured, int | float) else guess(item)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[DURATIONS] = self.measured
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.now[report.nodeid] = self.now.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        cache = getattr(self.config, "cache", None)
+        if self.worker or cache is None or not self.now or os.environ.get(TIER_ENV) == "deploy":
+            return
+        root = self.config.rootpath
+        kept = {
+            test: seconds
+            for test, seconds in self.read().items()
+            if (root / test.split("::")[0]).is_file()  # a module removed or renamed: its tests go
+        }
+        cache.set(DURATIONS, {**kept, **{test: round(s, 3) for test, s in self.now.items()}})
+
+
+#: What a test no run has measured yet is guessed to take, in seconds, by the costliest thing it
+#: uses: the robot program in a simulator process, driven on the wall clock; another program; the
+#: robot program on pyfrc's simulator, in this process; a property test's examples; anything else.
+#: Roughly what a test of each kind took in a parallel run here; for the last kind its median, not
+#: its mean: most take milliseconds, and a module of a hundred of them is short. The modules that
+#: wait on the wall clock and those on pyfrc's simulator then start first, side by side: pyfrc's
+#: tests (two threads handing each tick back and forth) took twice the CPU when they ran later,
+#: among six workers that all computed.
+GUESSES = {"simulator process": 7.0, "program": 0.5, "pyfrc": 1.0, "property": 1.5, "": 0.01}
+
+
+def guess(item: pytest.Item) -> float:
+    """A test's seconds before any run here measured it: :data:`GUESSES` by what it uses."""
+    functions = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in getattr(info, "name2fixturedefs", {}).values():
+        functions += [getattr(definition, "func", None) for definition in definitions]
+    starts = set().union(*(_starts(inspect.unwrap(f)) for f in functions if callable(f)))
+    if "simulator process" in starts:
+        return GUESSES["simulator process"]
+    if "program" in starts:
+        return GUESSES["program"]
+    if "control" in getattr(item, "fixturenames", ()):
+        return GUESSES["pyfrc"]
+    if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        return GUESSES["property"]
+    return GUESSES[""]
+
+
+_started: dict[object, frozenset[str]] = {}
+
+
+def _starts(function: Callable[..., object]) -> frozenset[str]:
+    """What ``function`` starts, by the globals it names and those that the project's functions
+    it names name in turn: the robot program in a simulator process (SimRobot), another program
+    (subprocess)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return frozenset()
+    if code in _started:
+        return _started[code]
+    _started[code] = frozenset()  # a function that calls itself, directly or not
+    found: set[str] = set()
+    names = getattr(function, "__globals__", {})
+    for name in _names(code):
+        thing = names.get(name)
+        if thing is SimRobot:
+            found.add("simulator process")
+        elif thing is subprocess or getattr(thing, "__module__", None) == "subprocess":
+            found.add("program")
+        elif isinstance(thing, types.FunctionType) and thing.__code__.co_filename.startswith(_PROJECT):
+            found |= _starts(thing)
+    _started[code] = frozenset(found)
+    return _started[code]
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
+
+
+#: Where this project's own functions are defined (its virtual environment's are not: a dot-folder).
+_PROJECT = tuple(
+    str(path) + os.sep for path in ROOT.iterdir() if path.is_dir() and not path.name.startswith(".")
+)
+
+
+def longest_first(items: list[pytest.Item], timings: Timings) -> list[pytest.Item]:
+    """``items`` by module (as ``--dist loadfile`` groups them), the longest module first; the
+    tests of a module, and modules of equal length, in the order they came."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    length = {module: sum(timings.seconds(item) for item in tests) for module, tests in modules.items()}
+    return [item for module in sorted(modules, key=lambda m: -length[m]) for item in modules[module]]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The xdist controller rewrites the test modules' asserts before it starts its workers. In a
+    fresh clone (CI's) each worker would otherwise rewrite and compile every test module itself,
+    all of them at once as they start: about 4 s of CPU each, which made the start of six workers
+    on the two cores here 7-8 s longer. The controller does it once (4 s); the workers load what
+    it wrote."""
+    config = session.config
+    if config.pluginmanager.hasplugin("dsession") and not sys.dont_write_bytecode:
+        rewrite_test_modules(config, modules_to_collect(config))
+
+
+def modules_to_collect(config: pytest.Config) -> list[Path]:
+    """The test modules under the paths the run was given (``tests/``, a folder, a module, a
+    test's id), in the deploy tier those in its folder."""
+    found: set[Path] = set()
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path.is_dir():
+            found.update(path.rglob("test_*.py"))
+        elif path.name.startswith("test_") and path.suffix == ".py":
+            found.add(path)
+    if os.environ.get(TIER_ENV) == "deploy":
+        found = {path for path in found if DEPLOY in path.parents}
+    return sorted(found)
+
+
+def rewrite_test_modules(config: pytest.Config, modules: list[Path]) -> None:
+    """What pytest's assertion rewriting would cache for each of ``modules`` on importing it (its
+    internals: when an upgrade moves them, the workers rewrite the modules themselves, as before)."""
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
+
+        state = config.stash[assertstate_key]  # absent with --assert=plain
+    except (ImportError, KeyError):
+        return
+    for module in modules:
+        pyc = get_cache_dir(module) / (module.name[:-3] + PYC_TAIL)
+        try:
+            if _read_pyc(module, pyc) is not None:
+                continue
+            source_hash, code = _rewrite_test(module, config)
+            pyc.parent.mkdir(parents=True, exist_ok=True)
+            _write_pyc(state, code, source_hash, pyc)
+        except SyntaxError:  # the worker that imports it reports it, as a collection error
+            continue
+        except (OSError, TypeError, ValueError):  # read-only, or internals changed: as before
+            return
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (``python run.py test``): two workers for each CPU this process may use.
-    Most of the suite's wall time is waiting, not computing (simulator processes driven on the
-    wall clock, replays, sockets, subprocesses): with one worker more than the CPUs, the two
-    cores here were busy 63-69 % of a run (88-98 s); with two per CPU, 80-85 % (77-78 s).
-    At most 8: the longest module (a simulated field, about 40 s) sets the floor long before."""
+    """``-n auto`` (``python run.py test``): three workers for each CPU this process may use.
+    The longest modules (a simulated field, the coprocessor example, the robot restarts: 30-45 s
+    each) mostly wait on the wall clock, and they start first: with two workers per CPU the two
+    cores here were busy 84 % of a run (119 s), with three 92-94 % (100-105 s), though the
+    workers' start (each collects the suite: 3 s of CPU) then takes 11 s, not 7.5 s.
+    At most 8: each worker more costs its start, and the longest module (45 s) sets a floor."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(2 * cpus, 8)
+    return min(3 * cpus, 8)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the rest as collected
     if os.environ.get(TIER_ENV) == "deploy":
         # The deploy tier leaves the heaviest cases of its modules to the full suite.
         heavy = [item for item in items if item.get_closest_marker("full_suite") is not None]
         if heavy:
             config.hook.pytest_deselected(items=heavy)
             items[:] = [item for item in items if item.get_closest_marker("full_suite") is None]
+    items[:] = longest_first(items, config.pluginmanager.get_plugin("bcnp-timings"))
 
 
 @pytest.hookimpl(hookwrapper=True)

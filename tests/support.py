@@ -81,17 +81,29 @@ class ClockReader:
         wait_until(lambda: self.reads >= target, timeout, what=f"{reads} more clock reads")
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], object],
+    timeout: float = 5.0,
+    what: str = "condition",
+    *,
+    first_poll: float = 0.002,
+) -> None:
     """Poll until ``predicate()`` is true; fail after ``timeout`` wall seconds.
 
     The timeout is a generous bound for a receive thread to react, never a
     timing assertion: the rules themselves are checked on the injected clock.
+    The pause between polls starts at ``first_poll`` and doubles up to 2 ms: a
+    shorter first one ends a wait for a packet on loopback (a tenth of a
+    millisecond) sooner, but polls while the other thread is still at it, so
+    ``predicate`` must not be true before that thread is done.
     """
     deadline = time.monotonic() + timeout
+    pause = first_poll
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.002)
+        time.sleep(pause)
+        pause = min(2 * pause, 0.002)
 
 
 def stepping_sleep(
@@ -108,7 +120,7 @@ def stepping_sleep(
         ticks += 1
         if ticks % 2 == 0:
             client.keepalive()
-        wait_until(lambda: received() >= client.packets_sent, what="sends to arrive")
+        wait_until(lambda: received() >= client.link.packets_sent, what="sends to arrive")
         step(seconds)
 
     return sleep
@@ -160,13 +172,6 @@ def close_with_reset(sock: socket.socket) -> None:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port nothing listens on (bound then released)."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rule_start(cursor: int | None, duration: int, arrival: int | None, t: int, lag_us: int) -> int | None:

@@ -1,13 +1,14 @@
 """The layout's rules, checked on the source so they hold after whoever edits it next.
 
 * The core (schema, wire, parser, dispatcher, queue, telemetry, the connection
-  object, defaults, timebase, codegen), the host's link state machine, the
-  client's errors, its session layer (outages), the replay's schedule, the
-  follower's core, the proxy's fault model and its delivery schedule are
-  sans-I/O: no sockets, threads or clocks, and no robot library but WPILib's
-  math for the follower.
-* No module of the library imports WPILib; only the host monitor and the
-  mode watch talk NetworkTables, and only the planners' readers (PathPlanner,
+  object, defaults, timebase, codegen) and every module in a host job's ``core/``
+  folder (the link's state machine and errors, the sessions' cores, the proxy's
+  fault model and delivery schedule) are sans-I/O: no sockets, threads or
+  clocks, and no robot library but WPILib's math for the follower.
+* The host's jobs (link, sessions, nt, proxy, cli) import each other one way
+  (``HOST_JOBS``), and a core imports no host module that is not a core.
+* No module of the library imports WPILib; only the NetworkTables side
+  (``bcnp/host/nt/``) talks NetworkTables, and only the planners' readers (PathPlanner,
   Choreo) and the closed-loop follower use WPILib's math (wpimath), inside the
   functions that need it, so importing them loads none of it.
 * The library's imports form no cycle and never run back up: the core imports
@@ -18,7 +19,8 @@
   names this robot's messages or their fields.
 * The robot never imports the host tools; it reads path files with
   ``bcnp.paths`` (standard library only, the planners' libraries on demand).
-* The benchmarks and the system tests share one harness (``benchmarks/harness/``): none
+* The benchmarks, the checks (``checks/``: pass or fail) and the system tests share one
+  harness (``benchmarks/harness/``, where the project's root is worked out once): none
   imports another benchmark's names.
 """
 
@@ -32,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
+
 LIBRARY = ROOT / "bcnp"
 #: The host's sans-I/O modules, found by place: each job's ``core/`` folder (``bcnp/host/*/core/``):
 #: the link's state machine and errors, the sessions' cores, the proxy's fault model and delivery.
@@ -44,12 +47,11 @@ CORE = sorted(
 )
 IO_MODULES = {"socket", "selectors", "threading", "time", "asyncio", "wpilib", "ntcore", "hal"}
 ROBOT_LIBRARIES = {"wpilib", "ntcore", "hal", "commands2", "wpimath", "pathplannerlib", "choreo"}
-#: Host modules allowed a robot library, and which: the monitor is an NT4 client; the planners
-#: and the follower compute with WPILib's geometry, controllers and the planners' own libraries.
+#: Host modules allowed a robot library, and which: the NetworkTables side (``bcnp/host/nt/``, by
+#: place) talks NT4; the planners and the follower compute with WPILib's geometry, controllers
+#: and the planners' own libraries.
 ALLOWED = {
-    "bcnp/host/nt/monitor.py": {"ntcore"},
-    "bcnp/host/nt/mode.py": {"ntcore"},
-    "bcnp/host/nt/pose.py": {"ntcore"},
+    **{f"bcnp/host/nt/{p.name}": {"ntcore"} for p in (LIBRARY / "host" / "nt").glob("*.py")},
     "bcnp/paths/pathplanner.py": {"wpimath", "pathplannerlib"},
     "bcnp/paths/choreo.py": {"choreo"},
     "bcnp/host/sessions/core/follow.py": {"wpimath"},
@@ -193,6 +195,7 @@ PROJECT = {
     "subsystems",
     "autonomous",
     "benchmarks",
+    "checks",
     "tests",
     "support",
     "conftest",
@@ -315,6 +318,42 @@ def test_the_library_imports_form_no_cycle() -> None:
     assert not cycles, f"import cycles: {cycles}"
 
 
+#: The host's jobs (``bcnp/host/<job>/``) and which others each may import: the link needs none;
+#: the sessions drive a link; the NetworkTables side hands the sessions the robot's pose; the
+#: proxy stands alone; the CLI puts them all together.
+HOST_JOBS = {
+    "link": set(),
+    "sessions": {"link"},
+    "nt": {"sessions"},
+    "proxy": set(),
+    "cli": {"link", "sessions", "nt", "proxy"},
+}
+
+
+def _job(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["bcnp", "host"] else None
+
+
+def test_the_host_jobs_import_each_other_one_way_and_their_cores_only_cores() -> None:
+    """Folders that show the layers: a job imports only the jobs below it, and a sans-I/O core
+    (``core/``) imports nothing of the host but other cores."""
+    jobs = {p.name for p in (LIBRARY / "host").iterdir() if (p / "__init__.py").is_file()}
+    assert jobs == set(HOST_JOBS), "a new folder of the host: give it its place in HOST_JOBS"
+    wrong = []
+    for module, targets in _graph().items():
+        mine = _job(module)
+        if mine is None:
+            continue
+        for target in targets:
+            theirs = _job(target)
+            if theirs is not None and theirs != mine and theirs not in HOST_JOBS[mine]:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+            if ".core." in f"{module}." and target.startswith("bcnp.host") and ".core" not in target:
+                wrong.append(f"the core {module} imports {target}, which is not a core")
+    assert not wrong, wrong
+
+
 def test_the_import_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     """The walk itself: relative and lazy imports are edges."""
     modules = {"bcnp.paths.a", "bcnp.paths.b", "bcnp.host.c"}
@@ -334,37 +373,101 @@ def test_the_import_checks_see_a_cycle_and_an_upward_import(tmp_path: Path) -> N
     assert _layer("bcnp.host.c") not in LAYERS["bcnp.paths"]
 
 
-# -- the benchmarks and the system tests ----------------------------------------------------------
+# -- the benchmarks, the checks and the system tests ----------------------------------------------
 
-#: What a benchmark or a test may import of ``benchmarks``: the one harness and the report helpers.
+#: What a benchmark, a check or a test may import of ``benchmarks`` and ``checks``: the one harness
+#: and the report helpers (``--json PATH``); the harness itself, only the harness.
 SHARED_BENCHMARK_MODULES = ("benchmarks.harness", "benchmarks.report")
+#: The lab beside the product: figures (``benchmarks``) and what passes or fails (``checks``).
+LAB = ("benchmarks", "checks")
+#: The one module that works out the project's folder from where it lies: ``ROOT``. (run.py keeps
+#: its own: it runs before anything is installed.)
+ROOT_HOME = "benchmarks/harness/__init__.py"
+
+
+def _lab_files() -> list[Path]:
+    return sorted(p for folder in (*LAB, "tests") for p in (ROOT / folder).rglob("*.py"))
 
 
 def _benchmark_imports(path: Path) -> set[str]:
-    """The ``benchmarks.*`` modules ``path`` imports, anywhere in it (lazily too)."""
+    """The ``benchmarks.*`` and ``checks.*`` modules ``path`` imports, anywhere in it (lazily too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
-    return {name for name in found if name == "benchmarks" or name.startswith("benchmarks.")}
+    return {name for name in found if name.split(".")[0] in LAB}
 
 
 def test_benchmarks_and_tests_share_only_the_harness() -> None:
-    """No benchmark imports another benchmark's names, and neither do the tests: what they share
-    (the simulator launcher, the proxy-and-host rig, the periodic sender, the judge of command
-    starts, ...) is in ``benchmarks/harness/``, which imports no benchmark."""
+    """No benchmark or check imports another's names, and neither do the tests: what they share
+    (the simulator launcher, free ports, the proxy-and-host rig, the periodic sender, the judge of
+    command starts, ...) is in ``benchmarks/harness/``, which imports nothing else of them, and
+    how they report is ``benchmarks/report.py``."""
     wrong = []
-    for path in sorted([*(ROOT / "benchmarks").rglob("*.py"), *(ROOT / "tests").glob("*.py")]):
+    for path in _lab_files():
+        module = _module_name(path)
+        harness = module.startswith("benchmarks.harness")
+        allowed = ("benchmarks.harness",) if harness else SHARED_BENCHMARK_MODULES
         for name in _benchmark_imports(path):
-            module = _module_name(path)
-            allowed = SHARED_BENCHMARK_MODULES
-            if module.startswith("benchmarks.harness"):
-                allowed = ("benchmarks.harness",)
             if not any(name == a or name.startswith(f"{a}.") for a in allowed):
                 wrong.append(f"{module} imports {name}")
     assert not wrong, wrong
+
+
+def _climbs(node: ast.AST) -> bool:
+    """``X.parent.parent``, ``X.parents[...]`` or ``dirname(dirname(X))``: a folder above X's own."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "parents" or node.attr == getattr(node.value, "attr", "") == "parent"
+    if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("dirname"):
+        return any(isinstance(a, ast.Call) and ast.unparse(a.func).endswith("dirname") for a in node.args)
+    return False
+
+
+def _works_out_the_root(source: str) -> list[str]:
+    """Where ``source`` defines a ``ROOT`` of its own, or climbs from its own file to a folder
+    above its own."""
+    tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == "ROOT" for t in targets):
+            found.append(f"line {node.lineno}: ROOT =")
+    for node in ast.walk(tree):
+        if _climbs(node) and any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_project_folder_is_worked_out_once() -> None:
+    """``ROOT`` is defined in ``benchmarks/harness/__init__.py`` and imported everywhere else: no
+    benchmark, check or test defines its own or climbs from its own file to the project."""
+    wrong = [
+        f"{_rel(path)} {where}"
+        for path in _lab_files()
+        if _rel(path) != ROOT_HOME
+        for where in _works_out_the_root(path.read_text())
+    ]
+    assert wrong == []
+    assert _works_out_the_root("from pathlib import Path\nROOT: Path = Path('.')\n") == ["line 2: ROOT ="]
+    assert _works_out_the_root("import os\nD = os.path.dirname(os.path.dirname(__file__))\n")
+    assert _works_out_the_root("from pathlib import Path\nD = Path(__file__).resolve().parents[1]\n")
+    assert _works_out_the_root("from pathlib import Path\nDATA = Path(__file__).parent / 'data'\n") == []
+
+
+def test_the_harness_root_loads_nothing_heavy() -> None:
+    """The deploy tier (``robotpy test``, before every upload) takes ``ROOT`` and ``free_port`` from
+    the harness: importing them loads nothing but the standard library."""
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        "import benchmarks.harness, benchmarks.harness.ports\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = out.stdout.split()
+    assert "benchmarks.harness.ports" in loaded
+    assert {m.split(".")[0] for m in loaded} - sys.stdlib_module_names == {"benchmarks"}
 
 
 def test_the_robot_never_imports_the_simulator() -> None:

@@ -8,7 +8,6 @@ import argparse
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,14 +18,14 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from support import free_port, wait_until
+from support import wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
 from bcnp.host.cli import extras, main
 from bcnp.transport import TcpServer, TransportConfig, UdpServer
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 
 
 @dataclass
@@ -159,7 +158,7 @@ def test_bad_commands_are_refused_before_connecting(
 
 
 def test_the_module_entry_point_exits_non_zero_without_a_traceback() -> None:
-    port = free_port(socket.SOCK_STREAM)
+    port = free_port()
     run = subprocess.run(
         [sys.executable, "-m", "bcnp", "send", "--port", str(port), "1", "0", "100"],
         capture_output=True,

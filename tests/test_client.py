@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support import FakeClock, ServedRobot, free_port, open_fds, serve_robot, wait_until
+from support import FakeClock, ServedRobot, open_fds, serve_robot, wait_until
 
 import bcnp
 from bcnp import CLEAR_QUEUE, Dispatcher, MessageQueue, MessageQueueConfig, encode_packet
@@ -27,6 +27,7 @@ from bcnp.host.link.client import (
     SchemaMismatchError,
 )
 from bcnp.transport import MAX_DATAGRAM, TcpServer, TransportConfig, UdpServer
+from benchmarks.harness.ports import free_port
 
 
 class Robot(ServedRobot):
@@ -70,7 +71,7 @@ def test_connect_handshakes_and_reports_the_robot_hash(robot: Robot) -> None:
 
 @pytest.mark.parametrize("udp", [False, True], ids=["tcp", "udp"])
 def test_unreachable_robot_names_host_and_port(schema: bcnp.Schema, udp: bool) -> None:
-    port = free_port(socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
+    port = free_port()
     with pytest.raises(RobotUnreachableError) as err:
         Client(schema, "127.0.0.1", port, udp=udp, timeout=1.0).connect()
     assert f"127.0.0.1:{port}" in str(err.value)
@@ -152,7 +153,7 @@ def test_keepalive_keeps_a_long_command_running(robot: Robot) -> None:
             assert robot.queue.update(robot.clock()) is not None, f"cut at {step * 51} ms"
         keepalives = robot.packets[1:]
         assert all(p.count == 0 and p.flags == 0 and p.spec.name == "DriveCmd" for p in keepalives)
-        wait_until(lambda: client.keepalives_sent == len(keepalives))
+        wait_until(lambda: client.link.keepalives_sent == len(keepalives))
 
 
 def test_without_keepalive_the_robot_times_the_command_out(robot: Robot) -> None:
@@ -172,7 +173,7 @@ def test_no_keepalive_while_commands_flow(robot: Robot) -> None:
             client.send(commands(robot.schema, 1))
         wait_until(lambda: len(robot.packets) == 5)
         time.sleep(0.05)
-        assert client.keepalives_sent == 0
+        assert client.link.keepalives_sent == 0
 
 
 # -- receiving ------------------------------------------------------------------------------
@@ -188,6 +189,17 @@ def test_telemetry_by_iterator_and_by_callback(robot: Robot) -> None:
         got = [list(p) for _, p in zip(batches, client.packets(timeout=5.0), strict=False)]
         assert got == batches
         assert client.receive(timeout=0.05) is None
+        # The state and counters docs/transports.md lists, read on the client: the link's.
+        assert (client.telemetry_packets, client.parse_errors, client.callback_errors) == (4, 0, 0)
+        assert client.bytes_in == client.link.bytes_in > 0 and client.packets_sent == client.link.packets_sent
+        assert client.keepalives_sent == 0 and client.bytes_out == client.link.bytes_out > 0
+        assert client.remote_hash == robot.schema.hash and client.connected and client.closed_reason is None
+        # A loop drains what arrived since, each with when it arrived on the client's clock.
+        assert robot.server.send(encode_packet(telemetry, batches[0]))
+        wait_until(lambda: client.telemetry_packets == 5)
+        (at, packet), *rest = client.drain()
+        assert not rest and list(packet) == batches[0] and at <= client.clock()
+        assert client.drain() == []
     wait_until(robot.released)
     received: list[bcnp.PacketView] = []
     with robot.client(keepalive_interval=None, on_telemetry=received.append) as client:
@@ -244,12 +256,12 @@ def test_keepalive_thread_idles_while_a_send_blocks(schema: bcnp.Schema) -> None
 
     def send() -> None:
         with contextlib.suppress(LinkError):
-            client.send_packets([blob])
+            client.link.send_packets([blob])
 
     sender = threading.Thread(target=send)
     try:
         sender.start()
-        wait_until(lambda: client._send_lock.locked())
+        wait_until(lambda: client.link._send_lock.locked())
         time.sleep(0.2)  # let the send fill the kernel buffers and block
         cpu0, wall0 = time.process_time(), time.monotonic()
         time.sleep(1.0)
@@ -380,14 +392,14 @@ def test_a_loss_after_a_stalled_burst_is_dated_when_the_robot_last_sent(schema: 
             wait_until(lambda: robot.server.status().handshaken, what="the robot to take the client")
             for i in range(5):  # every 40 ms, through at once: robot time 5.00 s is host time 50.0
                 assert robot.server.send(packet(5000 + 40 * i))
-                wait_until(lambda n=i + 1: client.telemetry_packets == n, what="telemetry")
+                wait_until(lambda n=i + 1: client.link.telemetry_packets == n, what="telemetry")
                 clock.advance(0.04)
             clock.advance(0.4)  # the stall: what the robot sends now arrives at 50.6
             for i in range(5, 9):
                 assert robot.server.send(packet(5000 + 40 * i))
             last = encode_packet(spec, [spec(0.0, 0.0, 0.0, 0.0, 5360)])  # cut at the robot's link loss
             assert robot.server.send(last)
-            wait_until(lambda: client.telemetry_packets == 10, what="the burst")
+            wait_until(lambda: client.link.telemetry_packets == 10, what="the burst")
             robot.server.close()
             wait_until(lambda: client.status().losses == 1, what="the loss")
             status = client.status()
@@ -411,7 +423,9 @@ def test_a_udp_robot_gone_silent_is_handshaken_again_from_a_new_source(schema: b
         source = robot.server.status().peer
         robot.server.send(encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 1)]))
         client.keepalive()  # a link to lose: a peer that only handshook waits out the idle timeout
-        wait_until(lambda: client.telemetry_packets == 1 and robot.server.counters.bytes_in, what="both ways")
+        wait_until(
+            lambda: client.link.telemetry_packets == 1 and robot.server.counters.bytes_in, what="both ways"
+        )
         assert client.status().generation == 1
         host_clock.advance(0.6)  # nothing heard since
         counters = robot.server.counters

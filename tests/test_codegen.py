@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 import bcnp
 from bcnp.codegen.cli import main as codegen_main
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
+DATA = ROOT / "tests" / "data"
 SCRIPT = ROOT / "schema" / "bcnp_codegen.py"
 DEFAULT = ROOT / "schema" / "messages.json"
 

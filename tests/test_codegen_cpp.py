@@ -23,10 +23,10 @@ import pytest
 
 import bcnp
 from bcnp.codegen.cpp import render_cpp
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-DRIVER = Path(__file__).resolve().parent / "cpp" / "interop_main.cpp"
+DATA = ROOT / "tests" / "data"
+DRIVER = ROOT / "tests" / "cpp" / "interop_main.cpp"
 
 CXX = shutil.which("g++") or shutil.which("c++")
 CXX_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]

@@ -19,10 +19,10 @@ import pytest
 from test_robot import Sim, cmd
 from wpimath.geometry import Pose2d, Rotation2d
 
+from benchmarks.harness import ROOT
 from subsystems.observe.field_view import PATH_HORIZON_S, commanded_path
 from subsystems.observe.network_keys import KEYS, PREFIX
 
-ROOT = Path(__file__).resolve().parent.parent
 ELASTIC = ROOT / "dashboards" / "elastic-layout.json"
 ADVANTAGESCOPE = ROOT / "dashboards" / "advantagescope-layout.json"
 

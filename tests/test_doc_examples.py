@@ -17,12 +17,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Seconds a block may take (the longest reads 1 s of telemetry).
 BOUND_S = 30.0

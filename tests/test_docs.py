@@ -1,8 +1,9 @@
-"""The documentation against the code: README key table, documented knobs and constants, links.
+"""The documentation against the code: the key table, documented knobs and constants, links.
 
 * The ``Network/*`` keys the robot really publishes (the robot run in the pyfrc
-  simulator, keys and types read back from NetworkTables) equal the README's
-  key table, name for name and type for type.
+  simulator, keys and types read back from NetworkTables) equal the key table in
+  docs/robot.md, name for name and type for type; the README points there and has
+  no key table of its own.
 * Every field of ``TransportConfig`` and ``MessageQueueConfig`` is named in
   docs/transports.md or docs/protocol.md, and every top-level UPPER_CASE name
   of constants.py appears in README.md or docs/.
@@ -34,13 +35,18 @@ import pytest
 
 import bcnp
 from bcnp.transport import TransportConfig
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 README_MAX_LINES = 200
+#: The page that holds the ``Network/*`` key table, and its anchor (the README links there).
+KEY_TABLE_PAGE = DOCS / "robot.md"
+KEY_TABLE_ANCHOR = "network-keys"
+#: The key table's header row: the table that starts here and runs to the first line not a row.
+KEY_TABLE_HEADER = "| Key | Type |"
 
-#: NetworkTables type strings as the README's table names them (SmartDashboard
+#: NetworkTables type strings as the key table names them (SmartDashboard
 #: numbers are NT doubles).
 NT_TYPE_NAMES = {"double": "number", "float": "number", "int": "integer"}
 
@@ -56,24 +62,32 @@ def _doc_pages() -> list[Path]:
 # -- (a) the Network/* key table --------------------------------------------------------------
 
 
-def readme_key_table(text: str) -> tuple[dict[str, str], list[str]]:
-    """``{"Network/Name": type}`` from the README's table rows whose first cell names
-    ``Network/*`` keys in backticks (one or more per row), and any problems found."""
+def key_table(text: str, where: str = "docs/robot.md") -> tuple[dict[str, str], list[str]]:
+    """``{"Network/Name": type}`` from the rows of the table headed ``| Key | Type |`` in
+    ``text`` (the page ``where``): each row's first cell names one or more ``Network/*`` keys
+    in backticks, its second cell their type; and any problems found."""
     keys: dict[str, str] = {}
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.lstrip().startswith("|"):
-            continue
+    lines = text.splitlines()
+    headers = [number for number, line in enumerate(lines, 1) if line.startswith(KEY_TABLE_HEADER)]
+    if len(headers) != 1:
+        return keys, [f"{where}: {len(headers)} tables headed `{KEY_TABLE_HEADER}`, not one"]
+    for number, line in enumerate(lines[headers[0] :], headers[0] + 1):
+        if not line.startswith("|"):
+            break
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if re.fullmatch(r":?-+:?", cells[0]):
+            continue  # the delimiter row
         names = re.findall(r"`(Network/[^`]+)`", cells[0])
         if not names:
+            problems.append(f"{where}:{number}: a row that names no `Network/...` key")
             continue
         kind = cells[1].strip("` ") if len(cells) > 1 else ""
         if not kind:
-            problems.append(f"README.md:{number}: {', '.join(names)}: no type in the second column")
+            problems.append(f"{where}:{number}: {', '.join(names)}: no type in the second column")
         for name in names:
             if name in keys:
-                problems.append(f"README.md:{number}: {name} is listed twice")
+                problems.append(f"{where}:{number}: {name} is listed twice")
             keys[name] = kind
     return keys, problems
 
@@ -100,24 +114,22 @@ def published_network_keys() -> dict[str, str]:
 def key_table_differences(published: dict[str, str], documented: dict[str, str]) -> list[str]:
     problems = []
     for name in sorted(published.keys() - documented.keys()):
-        problems.append(
-            f"{name}: published by the robot ({published[name]}) but missing from the README table"
-        )
+        problems.append(f"{name}: published by the robot ({published[name]}) but missing from the key table")
     for name in sorted(documented.keys() - published.keys()):
-        problems.append(f"{name}: in the README table ({documented[name]}) but not published by the robot")
+        problems.append(f"{name}: in the key table ({documented[name]}) but not published by the robot")
     for name in sorted(published.keys() & documented.keys()):
         if published[name] != documented[name]:
             problems.append(
-                f"{name}: the README says {documented[name]!r}, the robot publishes {published[name]!r}"
+                f"{name}: the key table says {documented[name]!r}, the robot publishes {published[name]!r}"
             )
     return problems
 
 
-def test_readme_key_table_matches_the_keys_the_robot_publishes(request: pytest.FixtureRequest) -> None:
+def test_the_key_table_matches_the_keys_the_robot_publishes(request: pytest.FixtureRequest) -> None:
     pytest.importorskip("pyfrc", reason="the robot needs RobotPy (python run.py test installs it)")
-    documented, problems = readme_key_table(_read(README))
-    assert not problems, "README key table:\n  " + "\n  ".join(problems)
-    assert documented, "README.md has no table rows naming `Network/...` keys"
+    documented, problems = key_table(_read(KEY_TABLE_PAGE))
+    assert not problems, "key table:\n  " + "\n  ".join(problems)
+    assert documented, "docs/robot.md's key table has no rows naming `Network/...` keys"
 
     control = request.getfixturevalue("control")
     request.getfixturevalue("robot")
@@ -130,15 +142,17 @@ def test_readme_key_table_matches_the_keys_the_robot_publishes(request: pytest.F
     assert published, "the robot published no Network/* keys"
     differences = key_table_differences(published, documented)
     assert not differences, (
-        "README.md's Network/* key table differs from what the robot publishes "
+        "docs/robot.md's Network/* key table differs from what the robot publishes "
         "(types as NetworkTables reports them; double is 'number'):\n  " + "\n  ".join(differences)
     )
 
 
 def test_the_key_table_comparison_names_each_difference() -> None:
-    documented, problems = readme_key_table(
+    documented, problems = key_table(
+        "| `Network/Mode` | `Network/Enabled` | another table |\n\n"
         "| Key | Type | Meaning |\n|---|---|---|\n"
         "| `Network/A` | number | a |\n| `Network/B`, `Network/C` | string | b, c |\n"
+        "\n| `Network/E` | string | after the table |\n"
     )
     assert not problems and documented == {
         "Network/A": "number",
@@ -149,10 +163,22 @@ def test_the_key_table_comparison_names_each_difference() -> None:
         {"Network/A": "boolean", "Network/B": "string", "Network/D": "number"}, documented
     )
     assert differences == [
-        "Network/D: published by the robot (number) but missing from the README table",
-        "Network/C: in the README table (string) but not published by the robot",
-        "Network/A: the README says 'number', the robot publishes 'boolean'",
+        "Network/D: published by the robot (number) but missing from the key table",
+        "Network/C: in the key table (string) but not published by the robot",
+        "Network/A: the key table says 'number', the robot publishes 'boolean'",
     ]
+    assert key_table("| Key | Type |\n|---|---|\n| `Network/A` | |\n| plain | number |\n", "p.md")[1] == [
+        "p.md:3: Network/A: no type in the second column",
+        "p.md:4: a row that names no `Network/...` key",
+    ]
+    assert key_table("no table here", "p.md") == ({}, ["p.md: 0 tables headed `| Key | Type |`, not one"])
+
+
+def test_the_readme_points_to_the_key_table_and_has_none_of_its_own() -> None:
+    text = _read(README)
+    assert KEY_TABLE_HEADER not in text, "README.md has a key table: the keys are listed in docs/robot.md"
+    assert f"docs/robot.md#{KEY_TABLE_ANCHOR}" in text, "README.md does not link to the key table"
+    assert KEY_TABLE_ANCHOR in _anchors(KEY_TABLE_PAGE), f"docs/robot.md has no heading #{KEY_TABLE_ANCHOR}"
 
 
 # -- (b) knobs and constants -----------------------------------------------------------------------

@@ -48,13 +48,14 @@ pytest.importorskip("wpilib", reason="the simulated robot needs RobotPy (python 
 from test_field import LOOP_ENTRIES, LoopLog, late_by_the_robot, wait_ticking
 
 from bcnp.defaults import MAX_COMMAND_LAG_S
+from benchmarks.harness import ROOT
 from benchmarks.harness.judge import Judged, Plan, early, judge
+from benchmarks.harness.ports import free_port
 from benchmarks.harness.rig import host_tool
 from benchmarks.harness.robotlog import CommandStart, log_clock, records
-from benchmarks.harness.sim import SimRobot, free_port
+from benchmarks.harness.sim import SimRobot
 from messages import SCHEMA
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "coprocessor_square.py"
 LOCAL = "127.0.0.1"
 #: The robot's rules: a link silent this long is lost (and the robot stops) ...

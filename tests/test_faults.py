@@ -20,7 +20,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from support import (
@@ -48,8 +47,9 @@ from bcnp import (
 from bcnp.host.link.client import Client
 from bcnp.timebase import elapsed_over
 from bcnp.transport import ControllerSlot, SharedQueue, TcpServer, TransportConfig, UdpServer
+from benchmarks.harness import ROOT
 
-SCHEMA = bcnp.load_schema(Path(__file__).resolve().parent.parent / "schema" / "messages.json")
+SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]
 TELEMETRY = SCHEMA["DrivetrainTelemetry"]
 HANDSHAKE = encode_handshake(SCHEMA.hash)
@@ -787,8 +787,8 @@ def test_client_receive_buffer_drops_the_oldest_telemetry_and_counts_it(rigs: Ca
         wait_until(lambda: rig.tcp.status().handshaken)
         for packet in batches:
             assert rig.tcp.send(packet)
-        wait_until(lambda: client.telemetry_packets == 10)
+        wait_until(lambda: client.link.telemetry_packets == 10)
         assert client.telemetry_dropped == 6
         kept = [client.receive(timeout=5) for _ in range(4)]
         assert [p.to_bytes() for p in kept if p is not None] == batches[6:]
-        assert client.receive(timeout=0.05) is None and client.parse_errors == 0
+        assert client.receive(timeout=0.05) is None and client.link.parse_errors == 0

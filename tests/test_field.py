@@ -50,7 +50,6 @@ from benchmarks.harness.rig import Rig
 from benchmarks.harness.robotlog import CommandStart, log_clock, read_command_starts, records
 from benchmarks.harness.sim import SimRobot
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The robot's link timeout: a command may start this much after its plan, never more ...
 LINK_TIMEOUT_S = 0.2
 #: ... and its loop period.

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import ntcore
 import pytest
-from support import free_port, wait_until
+from support import wait_until
 from wpilib.simulation import DriverStationSim, stepTiming
 
 from bcnp.host.cli import main
 from bcnp.host.cli.plotting import DEFAULT_TRACK_WIDTH_M, load_run, odometry
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 
 
 def test_plot_track_width_default_is_the_robots() -> None:

@@ -12,7 +12,6 @@ import math
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import ntcore
 import pytest
@@ -21,10 +20,11 @@ from wpilib import SmartDashboard, Timer
 
 import bcnp
 from bcnp import MessageQueue
+from benchmarks.harness import ROOT
 from subsystems.observe.loop_timing import LoopTiming, RollingWindow
 from subsystems.observe.network_keys import KEYS, NetworkKeys
 
-SCHEMA = bcnp.load_schema(Path(__file__).parent.parent / "schema" / "messages.json")
+SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
 DRIVE = SCHEMA["DriveCmd"]
 
 TIMING_KEYS = ("LoopP99Ms", "LoopMaxMs", "LoopPeriodMaxMs", "Overruns", "CmdLatencyP99Ms")

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from bcnp.host.nt.mode import mode_line
+from benchmarks.harness import ROOT
 from sim import settings as sim_settings
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def bcnp(command: str, port: int, nt_port: int, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bcnp.host.sessions.replay import Schedule, due
+from bcnp.host.sessions.core.replay import Schedule, due
 from bcnp.paths import PathCommand, PathError, load_path, parse_path
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "paths").iterdir())
 
 

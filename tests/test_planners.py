@@ -203,13 +203,13 @@ def stepper(sim: Sim, client: Client) -> object:
     """The host's sleep: a keepalive every other tick (the client's own keepalives run on
     wall time), what it sent has arrived, then one robot tick; then the telemetry that tick
     sent has arrived."""
-    base_robot, base_client = sim.link.telemetry.packets, client.telemetry_packets
+    base_robot, base_client = sim.link.telemetry.packets, client.link.telemetry_packets
 
     def tick(seconds: float) -> None:
         sim.tick()
         sim.link.flush_sends()
         want = sim.link.telemetry.packets - base_robot
-        wait_until(lambda: client.telemetry_packets - base_client >= want, what="telemetry to arrive")
+        wait_until(lambda: client.link.telemetry_packets - base_client >= want, what="telemetry to arrive")
 
     return stepping_sleep(client, lambda: sim.link.dispatcher.packets_received, tick)
 
@@ -267,7 +267,6 @@ def test_follow_and_the_robots_own_loops_make_up_a_weak_side(weak_right: float, 
     end = trajectory.end
     with sim.connect() as host:
         follower = Follower(host, trajectory, LIMITS, clock=now, sleep=stepper(sim, host))  # type: ignore[arg-type]
-        host.on_telemetry = follower.on_telemetry
         result = follower.run()
     sim.run(0.3)
     x, y, _ = truth()
@@ -310,7 +309,7 @@ def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -
     host.keepalive = lambda: None if dark() else real_keepalive()  # type: ignore[method-assign]
     started = now()
     received = lambda: sim.link.dispatcher.packets_received  # noqa: E731
-    link = {"generation": host.status().generation, "base": host.packets_sent - received()}
+    link = {"generation": host.status().generation, "base": host.link.packets_sent - received()}
 
     def sleep(seconds: float) -> None:
         ticks["n"] += 1
@@ -322,11 +321,11 @@ def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -
         if not status.connected or status.generation != link["generation"]:
             # lost (the robot closed it) and reconnecting: the robot counts afresh from here
             wait_until(lambda: host.connected, timeout=10.0, what="the host to reconnect")
-            link.update(generation=host.status().generation, base=host.packets_sent - received())
+            link.update(generation=host.status().generation, base=host.link.packets_sent - received())
         else:  # what was sent on this connection has arrived, or the connection went meanwhile
             wait_until(
                 lambda: (
-                    received() >= host.packets_sent - link["base"]
+                    received() >= host.link.packets_sent - link["base"]
                     or not host.connected
                     or host.status().generation != link["generation"]
                 ),
@@ -336,7 +335,6 @@ def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -
         sim.link.flush_sends()
 
     follower = Follower(host, trajectory, LIMITS, clock=now, sleep=sleep)  # type: ignore[arg-type]
-    host.on_telemetry = follower.on_telemetry
     try:
         result = follower.run()
     finally:

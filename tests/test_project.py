@@ -19,10 +19,10 @@ import bcnp
 import constants
 from bcnp.host.cli import project
 from bcnp.paths import DriveLimits
+from benchmarks.harness import ROOT
 from messages import SCHEMA
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
+DATA = ROOT / "tests" / "data"
 
 
 def bcnp_info(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

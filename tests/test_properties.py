@@ -15,9 +15,9 @@ Hypothesis draws the inputs; nothing here reads a clock or sleeps.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 from collections import Counter
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -29,10 +29,10 @@ import bcnp
 from bcnp import MessageQueue, MessageQueueConfig, PacketError
 from bcnp.parser import MAX_CANDIDATES
 from bcnp.wire import MIN_PACKET_SIZE
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
-TEST_SCHEMA = bcnp.load_schema(Path(__file__).parent / "data" / "test_schema.json")
+TEST_SCHEMA = bcnp.load_schema(ROOT / "tests" / "data" / "test_schema.json")
 SCHEMAS = (SCHEMA, TEST_SCHEMA)
 DRIVE = SCHEMA["DriveCmd"]
 
@@ -61,21 +61,32 @@ class Sent(NamedTuple):
     messages: list[bcnp.Message]
 
 
+# Each strategy below is made once per schema (functools.cache) and drawn from as often as needed:
+# hypothesis validates every strategy object it is handed, and making them anew for each draw made
+# the stream tests below up to three times slower (the same draws, the same examples).
+
+FLAGS = st.sampled_from([0, bcnp.CLEAR_QUEUE]) | st.integers(0, 255)
+
+
+@functools.cache
+def raw_values(spec: bcnp.MessageSpec) -> tuple[st.SearchStrategy[int], ...]:
+    """Each field's raw (wire) integers."""
+    return tuple(st.integers(f.field_type.raw_min, f.field_type.raw_max) for f in spec.fields)
+
+
+@functools.cache
 @st.composite
 def packets(draw: st.DrawFn, schema: bcnp.Schema, max_messages: int = 4) -> Sent:
     """One valid packet of any type of ``schema``: 0..max_messages messages, any flags byte."""
     spec = draw(st.sampled_from(schema.messages))
     count = draw(st.integers(0, max_messages))
-    msgs = [
-        spec.message_from_raw(
-            tuple(draw(st.integers(f.field_type.raw_min, f.field_type.raw_max)) for f in spec.fields)
-        )
-        for _ in range(count)
-    ]
-    flags = draw(st.sampled_from([0, bcnp.CLEAR_QUEUE]) | st.integers(0, 255))
+    values = raw_values(spec)
+    msgs = [spec.message_from_raw(tuple(draw(v) for v in values)) for _ in range(count)]
+    flags = draw(FLAGS)
     return Sent(bcnp.encode_packet(spec, msgs, flags), spec, flags, msgs)
 
 
+@functools.cache
 def fake_headers(schema: bcnp.Schema) -> st.SearchStrategy[bytes]:
     """A 7-byte header with the right version: a known or unknown type, any count (often huge)."""
     ids = [m.id for m in schema.messages]
@@ -89,6 +100,7 @@ def fake_headers(schema: bcnp.Schema) -> st.SearchStrategy[bytes]:
     )
 
 
+@functools.cache
 @st.composite
 def damaged_packets(draw: st.DrawFn, schema: bcnp.Schema) -> bytes:
     """A valid packet made invalid: cut short, one bit flipped, wrong version or count tampered."""
@@ -108,11 +120,13 @@ def damaged_packets(draw: st.DrawFn, schema: bcnp.Schema) -> bytes:
     return bytes(data)
 
 
+@functools.cache
 def partial_headers(schema: bcnp.Schema) -> st.SearchStrategy[bytes]:
     """The first 1..6 bytes of a header: what follows completes it (type and count read across both)."""
     return fake_headers(schema).flatmap(lambda h: st.sampled_from([6, 5, 4, 3, 2, 1]).map(lambda k: h[:k]))
 
 
+@functools.cache
 def garbage_pieces(schema: bcnp.Schema) -> st.SearchStrategy[bytes]:
     """Bytes that hold no complete valid packet, built to look like the start of one."""
     return st.one_of(
@@ -124,6 +138,7 @@ def garbage_pieces(schema: bcnp.Schema) -> st.SearchStrategy[bytes]:
     )
 
 
+@functools.cache
 @st.composite
 def noise_pieces(draw: st.DrawFn, schema: bcnp.Schema) -> bytes:
     """Garbage or, half the time, a real packet."""
@@ -370,12 +385,10 @@ def test_garbage_between_packets_never_loses_or_holds_back_an_intact_packet(data
     lost: tests/deploy/test_parser.py covers that case)."""
     schema = data.draw(st.sampled_from(SCHEMAS), label="schema")
     sent = data.draw(st.lists(packets(schema), min_size=1, max_size=6), label="packets")
-    gaps = [
-        b"".join(data.draw(st.lists(garbage_pieces(schema), max_size=4), label=f"garbage {i}"))
-        for i in range(len(sent) + 1)
-    ]
+    garbage = st.lists(garbage_pieces(schema), max_size=4)
+    gaps = [b"".join(data.draw(garbage, label=f"garbage {i}")) for i in range(len(sent) + 1)]
+    lead = st.just(b"") | fake_headers(schema) | partial_headers(schema)
     for i in range(len(sent)):  # often a header right before the packet, or running into it
-        lead = st.just(b"") | fake_headers(schema) | partial_headers(schema)
         gaps[i] += data.draw(lead, label=f"header before packet {i}")
     stream = gaps[0] + b"".join(s.data + g for s, g in zip(sent, gaps[1:], strict=True))
     assume(stream.count(b"\x03\x02") < MAX_CANDIDATES)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from support import (
     ClockReader,
     FakeClock,
     close_with_reset,
-    free_port,
     open_and_quiet,
     open_fds,
     peer_closed,
@@ -37,8 +35,9 @@ from bcnp.host.cli.proxy import parse_duration, parse_probability, parse_rate
 from bcnp.host.cli.proxy import run as run_proxy
 from bcnp.host.proxy.core.faults import Faults, Partition, Reset, SetFaults
 from bcnp.host.proxy.fault_proxy import Proxy
+from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
 LOCAL = "127.0.0.1"
 
 

@@ -19,6 +19,7 @@ from wpiutil.log import DataLogReader, StringLogEntry
 import bcnp
 import constants
 from bcnp.host.link.client import Client, SchemaMismatchError
+from benchmarks.harness import ROOT
 from messages import SCHEMA, DriveCmd
 
 
@@ -107,7 +108,7 @@ def test_a_run_driven_over_a_real_link_is_recorded(sim: Sim, test_schema: bcnp.S
     sim.tick(5)
     start = mark()  # the data log is the process's: only what follows is this test's
     host = sim.connect()
-    peer = f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
+    peer = f"127.0.0.1:{host.link._sock.getsockname()[1]}"  # type: ignore[union-attr]
     sim.deliver(
         host.send, [cmd(2.0, -3.0, ms=300), DriveCmd(vx=0.5, omega=0.25, durationMs=200)], clear_queue=True
     )
@@ -159,7 +160,7 @@ def test_a_controller_ended_for_link_loss_is_recorded_with_why(sim: Sim) -> None
     sim.tick()
     start = mark()
     host = sim.connect()
-    peer = f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
+    peer = f"127.0.0.1:{host.link._sock.getsockname()[1]}"  # type: ignore[union-attr]
     sim.deliver(host.send, [cmd(1.0, ms=5000)], clear_queue=True)
     sim.tick(11)  # silent: 220 ms after the last packet
     wait_until(lambda: sim.link.counter("link_losses") == 1, what="the link loss")
@@ -286,10 +287,9 @@ def test_a_sigterm_writes_the_log_whole_before_the_robot_exits(tmp_path: Path) -
     import subprocess
     import sys
 
-    root = Path(constants.__file__).resolve().parent
     child = subprocess.run(
         [sys.executable, "-c", _SIGTERM_CHILD, str(tmp_path)],
-        cwd=root,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,

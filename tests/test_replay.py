@@ -7,9 +7,10 @@ path runs in well under a second and every timing rule is exact.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from support import FakeClock, stepping_sleep, wait_until
@@ -17,13 +18,16 @@ from support import FakeClock, stepping_sleep, wait_until
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
 from bcnp.host.link.client import Client, LinkClosedError
-from bcnp.host.sessions.replay import Replay, Schedule, TelemetryRecorder, telemetry_spec
+from bcnp.host.sessions.core.replay import ReplaySession, Schedule
+from bcnp.host.sessions.core.session import Outage
+from bcnp.host.sessions.driver import drive
+from bcnp.host.sessions.recorder import TelemetryRecorder, telemetry_spec
+from bcnp.host.sessions.replay import Replay
 from bcnp.parser import StreamParser
 from bcnp.paths import PathCommand, load_path
 from bcnp.transport import TcpServer, TransportConfig
 from bcnp.wire import encode_packet
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT
 
 
 @dataclass
@@ -157,7 +161,7 @@ def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late
             sample = encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 0)])
             if robot.server.status().handshaken and robot.server.send(sample):
                 heard += 1
-                wait_until(lambda: client.telemetry_packets >= heard, what="telemetry to arrive")
+                wait_until(lambda: client.link.telemetry_packets >= heard, what="telemetry to arrive")
 
         def sleep(seconds: float) -> None:
             nonlocal ticks, refused, heard
@@ -165,17 +169,17 @@ def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late
             if ticks % 2 == 0 and client.connected:
                 client.keepalive()  # the client's own keepalives run on wall time
             wait_until(
-                lambda: robot.dispatcher.packets_received + refused >= client.packets_sent,
+                lambda: robot.dispatcher.packets_received + refused >= client.link.packets_sent,
                 what="sends to arrive",
             )
             if ticks == 40:  # 0.8 s in: the link goes; TCP holds what the host sends meanwhile
-                sent = client.packets_sent
+                sent = client.link.packets_sent
                 robot.clock.advance(drop)
                 robot.tick()  # the robot has stopped: link loss
                 client.keepalive()  # the held bytes arrive after the loss
                 wait_until(lambda: client.status().generation == 2, what="the reconnect")
-                refused += client.packets_sent - sent
-                heard = client.telemetry_packets
+                refused += client.link.packets_sent - sent
+                heard = client.link.telemetry_packets
             robot.clock.advance(seconds)
             tick()
 
@@ -204,17 +208,58 @@ def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late
 
 def test_recorder_back_dates_samples_and_pairs_them_with_the_scheduled_command(schema: bcnp.Schema) -> None:
     commands = [PathCommand(1.0, 0.0, 100), PathCommand(0.0, 2.0, 100)]
-    replay_clock = FakeClock(start=50.0)
     spec = telemetry_spec(schema, schema["DriveCmd"])
     assert spec is not None and spec.name == "DrivetrainTelemetry"
-    recorder = TelemetryRecorder(spec, Schedule(commands), clock=replay_clock)
-    recorder.start = 50.0
-    replay_clock.advance(0.11)  # a packet of two samples 20 ms apart arrives at t = 0.11 s
+    recorder = TelemetryRecorder(spec, Schedule(commands))
     samples = [spec(0.1, 0.2, 0.3, 0.4, ms) for ms in (1000, 1020)]
     packets: list[bcnp.PacketView] = []
     StreamParser(schema, packets.append).push(encode_packet(spec, samples))
-    recorder(packets[0])
+    recorder.record(packets[0], 0.11)  # a packet of two samples 20 ms apart arrives at t = 0.11 s
     assert recorder.rows == [
         (0.09, 0.1, 0.2, 0.3, 0.4, 1000, 1.0, 0.0),  # sampled 20 ms before it arrived
         (0.11, 0.1, 0.2, 0.3, 0.4, 1020, 0.0, 2.0),
     ]
+
+
+def test_the_sessions_loop_pulls_the_telemetry_into_the_session_on_its_own_thread(
+    robot: Robot, schema: bcnp.Schema
+) -> None:
+    """No telemetry is pushed into a session from the client's thread: each step of the loop
+    drains what arrived, dated on the loop's clock, into the session and the recorder."""
+    telemetry = schema["DrivetrainTelemetry"]
+    heard: list[tuple[int, float, int]] = []
+
+    class Listening(ReplaySession):
+        def on_telemetry(self, packet: bcnp.PacketView, now: float) -> None:
+            heard.append((threading.get_ident(), now, packet.count))
+
+    def packet(ms: int) -> bytes:
+        return encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, ms)])
+
+    with Client(schema, "127.0.0.1", robot.server.port, clock=robot.clock) as client:
+        assert robot.server.send(packet(1))  # before the session started: fed, not recorded
+        wait_until(lambda: client.link.telemetry_packets == 1, what="telemetry")
+        session = Listening([PathCommand(0.5, 0.0, 100)], client.command_spec, lead=1.0, settle=0.1)
+        recorder = TelemetryRecorder(telemetry, session.schedule)
+        sent = 1
+
+        def sleep(seconds: float) -> None:
+            nonlocal sent
+            sent += 1
+            assert robot.server.send(packet(sent))
+            wait_until(lambda: client.link.telemetry_packets == sent, what="telemetry")
+            robot.clock.advance(seconds)
+
+        start = robot.clock() + 0.005
+        robot.clock.advance(0.01)
+        outages: list[Outage] = []
+        drive(
+            client, session, outages=outages, start=start, clock=robot.clock, sleep=sleep, recorder=recorder
+        )
+    assert {thread for thread, _, _ in heard} == {threading.get_ident()}
+    assert len(heard) == sent and not outages
+    times = [at for _, at, _ in heard]
+    assert times == sorted(times) and times[0] < start <= times[1]
+    # Each packet is dated when it arrived: a step (20 ms) after the one before, on the loop's clock.
+    assert [round(b - a, 3) for a, b in itertools.pairwise(times[1:])] == [0.02] * (sent - 2)
+    assert [row[5] for row in recorder.rows] == list(range(2, sent + 1))

@@ -23,20 +23,20 @@ from pathlib import Path
 
 import ntcore
 import pytest
-from support import free_port, wait_until
+from support import wait_until
 from test_session import follow, telemetry
 
 from bcnp.host.cli import main
 from bcnp.host.cli.replay import POSE_WAIT_S, open_robot_pose, use_robot_pose
 from bcnp.host.nt.pose import NO_SERVER_S, POSE_TOPIC, RobotPose
 from bcnp.host.sessions.core.follow import FollowSession, StampedPose
-from bcnp.host.sessions.core.outages import Outage
+from bcnp.host.sessions.core.session import Outage
 from bcnp.paths import DriveLimits, PathCommand, from_commands, load_trajectory
 from bcnp.wire import PacketView
+from benchmarks.harness.ports import free_port
 from benchmarks.harness.sim import SimRobot
 from messages import DRIVE_CMD_SPEC, SCHEMA, DriveCmd
 
-ROOT = Path(__file__).resolve().parent.parent
 LIMITS = DriveLimits()
 TRACK = LIMITS.track_width_m
 SCRUB = 1.25
@@ -205,14 +205,23 @@ def test_robot_pose_keeps_the_latest_pose_and_hands_each_on(
         assert [p.stamp_ms for p in heard] == [20, 40, 60]
         assert robot_pose.latest() == robot_pose.wait(0.0) == StampedPose(3.0, 4.0, 0.5, 60)
         assert robot_pose.received == 3
+        # A loop pulls them in order, each with when it arrived, once.
+        drained = robot_pose.drain()
+        assert [p.stamp_ms for _, p in drained] == [20, 40, 60]
+        times = [at for at, _ in drained]
+        assert times == sorted(times) and times[-1] == robot_pose.arrived
+        assert robot_pose.drain() == []
 
 
 def test_follow_says_it_follows_the_wheels_when_no_server_answers() -> None:
     port = free_port()
     robot_pose = RobotPose("127.0.0.1", port)
     started = time.monotonic()
-    line = use_robot_pose(robot_pose, "", [].append)
-    assert line == f"pose: from the wheel telemetry (no NetworkTables server at 127.0.0.1:{port})"
+    used, line = use_robot_pose(robot_pose, "")
+    assert (
+        used is None
+        and line == f"pose: from the wheel telemetry (no NetworkTables server at 127.0.0.1:{port})"
+    )
     # It gives up NO_SERVER_S after the client started when no server answered: a bound for a
     # busy machine, not a timing measurement.
     assert NO_SERVER_S < POSE_WAIT_S
@@ -223,8 +232,9 @@ def test_follow_says_it_follows_the_wheels_without_pyntcore(monkeypatch: pytest.
     monkeypatch.setitem(sys.modules, "ntcore", None)  # as on a host without the host extra
     robot_pose, why_not = open_robot_pose("127.0.0.1", free_port())
     assert robot_pose is None
-    assert use_robot_pose(robot_pose, why_not, [].append) == (
-        "pose: from the wheel telemetry (no pyntcore to read the robot's Network/Pose)"
+    assert use_robot_pose(robot_pose, why_not) == (
+        None,
+        "pose: from the wheel telemetry (no pyntcore to read the robot's Network/Pose)",
     )
 
 

@@ -21,9 +21,9 @@ import pytest
 from support import wait_until
 
 import run
-from benchmarks.harness.sim import free_port
+from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and terminals")
 #: Generous bounds for a busy machine: never timing assertions.
 START_TIMEOUT_S, STOP_TIMEOUT_S = 180.0, 60.0

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import bcnp
+from benchmarks.harness import ROOT
 
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parent.parent
+DATA = ROOT / "tests" / "data"
 DEFAULT_SCHEMA_PATH = ROOT / "schema" / "messages.json"
 REFERENCE_SCHEMA_PATH = DATA / "reference_robot_schema.json"
 TEST_SCHEMA_PATH = DATA / "test_schema.json"

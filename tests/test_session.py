@@ -9,8 +9,8 @@ import pytest
 
 from bcnp.host.link.core.state import LinkLoss, LinkState, LinkStatus
 from bcnp.host.sessions.core.follow import FollowSession
-from bcnp.host.sessions.core.outages import EndedDown, LinkWatch, Outage, Send
 from bcnp.host.sessions.core.replay import ReplaySession
+from bcnp.host.sessions.core.session import EndedDown, LinkWatch, Outage, Send
 from bcnp.paths import DriveLimits, PathCommand, from_commands
 from bcnp.schema import Schema
 from bcnp.wire import PacketView, decode_packet, encode_packet

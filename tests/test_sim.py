@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 
 import pytest
 import rev
@@ -17,10 +16,10 @@ from wpilib.simulation import XboxControllerSim
 from wpimath.system.plant import DCMotor
 
 import constants
+from benchmarks.harness import ROOT
 from sim import settings
 from sim.sensors import DelayLine, FpgaEncoderRate, RevVelocityFilter
 
-ROOT = Path(__file__).resolve().parent.parent
 ROBOT_MD = ROOT / "docs" / "robot.md"
 
 
@@ -31,7 +30,7 @@ def test_every_sim_variable_is_read_in_one_module_and_listed_in_one_table() -> N
     table = re.findall(r"^\| `(BCNP_SIM_[A-Z_]+)", ROBOT_MD.read_text(), flags=re.MULTILINE)
     assert table == list(settings.VARIABLES)
     sources = [ROOT / "physics.py", ROOT / "robot.py", ROOT / "constants.py", ROOT / "run.py"]
-    sources += [*(ROOT / "sim").glob("*.py"), *(ROOT / "subsystems").glob("*.py")]
+    sources += [*(ROOT / "sim").glob("*.py"), *(ROOT / "subsystems").rglob("*.py")]
     sources += [*(ROOT / "autonomous").glob("*.py")]
     literal = re.compile(r"[\"']BCNP_SIM_")
     assert [p.name for p in sources if p.name != "settings.py" and literal.search(p.read_text())] == []

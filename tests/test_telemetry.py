@@ -7,14 +7,13 @@ packet holding the expected messages.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import bcnp
 from bcnp import TelemetryAccumulator, TelemetryMetrics
+from benchmarks.harness import ROOT
 
-SCHEMA = bcnp.load_schema(Path(__file__).parent.parent / "schema" / "messages.json")
+SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
 TELEMETRY = SCHEMA["DrivetrainTelemetry"]
 DRIVE = SCHEMA["DriveCmd"]
 

@@ -142,10 +142,10 @@ def lose_the_link_while_holding(
     first_port = int(client.local_address.rsplit(":", 1)[1])  # type: ignore[union-attr]
     wait_until(lambda: robot.server.handshaken, what="the pairing")  # type: ignore[attr-defined]
     robot.server.send(bcnp.encode_packet(schema["DrivetrainTelemetry"], []))  # type: ignore[attr-defined]
-    client.send_packets([drive_packet(schema, 1)])
-    wait_until(lambda: client.telemetry_packets == 1 and len(robot.packets) == 1, what="both ways")  # type: ignore[attr-defined]
+    client.link.send_packets([drive_packet(schema, 1)])
+    wait_until(lambda: client.link.telemetry_packets == 1 and len(robot.packets) == 1, what="both ways")  # type: ignore[attr-defined]
     link.hold()
-    client.send_packets([drive_packet(schema, 2)])  # sent before anyone noticed: the radio keeps it
+    client.link.send_packets([drive_packet(schema, 2)])  # sent before anyone noticed: the radio keeps it
     wait_until(lambda: len(link.held) == 1, what="the held command")
     robot.clock.advance(0.3)  # type: ignore[attr-defined]  # the robot's 0.2 s link timeout
     wait_until(lambda: robot.server.counters.link_losses == 1, what="the robot's link loss")  # type: ignore[attr-defined]
@@ -163,7 +163,7 @@ def test_a_held_command_never_starts_after_the_host_handshakes_again(held, caplo
     assert first_port not in link.held_handshakes()  # the host dials from a new port
     link.release()  # the new handshake overtakes the old command
     assert client.wait_connected(10)
-    client.send_packets([drive_packet(client.schema, 3)])
+    client.link.send_packets([drive_packet(client.schema, 3)])
     wait_until(lambda: any(p.count == 3 for p in robot.packets), what="the new command")
     assert [p.count for p in robot.packets] == [1, 3]  # the held command (2) never reached the queue
     counters = robot.server.counters

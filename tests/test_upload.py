@@ -38,9 +38,9 @@ import pytest
 from support import wait_until
 
 from bcnp.host import Client, ReconnectPolicy
+from benchmarks.harness import ROOT
 from messages import SCHEMA, DriveCmd
 
-ROOT = Path(__file__).resolve().parent.parent
 PATH_MODE = "Path: square.csv"
 #: What the path and the host drive (m/s): paths/square.csv's legs, and the host's command.
 PATH_VX, HOST_VX = 0.75, 0.3

@@ -27,11 +27,11 @@ import pytest
 from support import ServedRobot, build_wheel, child_env, serve_robot, wheel_only_venv
 
 from bcnp.host.cli import SUBCOMMANDS
-from bcnp.host.sessions.replay import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
+from bcnp.host.sessions.recorder import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
 from bcnp.transport import TcpServer
+from benchmarks.harness import ROOT
 from messages import SCHEMA
 
-ROOT = Path(__file__).resolve().parent.parent
 PATHS = ROOT / "paths"
 #: Each child's bound: a command that waits on nothing ends in a second on an idle machine.
 CHILD_TIMEOUT_S = 120

@@ -1,18 +1,20 @@
-"""Host tools: what runs on the laptop or coprocessor that drives a robot.
+"""Host tools: what runs on the laptop or coprocessor that drives a robot, grouped by job.
 
-* :class:`~bcnp.host.link.client.Client`: connect, handshake, stream command
-  batches, receive telemetry, reconnect after a lost link
-  (:mod:`~bcnp.host.link.core.state` decides when).
-* ``python -m bcnp`` (:mod:`bcnp.host.cli`): send, stop, replay a path file,
-  monitor the robot's keys, plot a run, show a schema, a fault proxy
-  (:mod:`~bcnp.host.proxy.fault_proxy`).
-* :mod:`~bcnp.host.sessions.replay`, :mod:`~bcnp.host.sessions.follow`, :mod:`~bcnp.host.cli.plotting`,
-  :mod:`~bcnp.host.nt.monitor`, :mod:`~bcnp.host.nt.mode`: the pieces behind
-  those commands. Path files are :mod:`bcnp.paths`'s, shared with the robot.
+* ``link/``: :class:`~bcnp.host.link.client.Client` connects, handshakes, streams
+  command batches, keeps the telemetry and reconnects after a lost link; it holds
+  a :class:`~bcnp.host.link.keeper.LinkKeeper` (the socket and its thread), and
+  the link's state machine (``link/core/``) decides when.
+* ``sessions/``: replay a path (:mod:`~bcnp.host.sessions.replay`) or follow a
+  trajectory (:mod:`~bcnp.host.sessions.follow`), each a sans-I/O core
+  (``sessions/core/``) driven by one loop that pulls
+  (:mod:`~bcnp.host.sessions.driver`); the telemetry recorder.
+* ``nt/``: the robot's keys, mode and pose over NetworkTables.
+* ``proxy/``: a fault proxy, a bad field network in user space.
+* ``cli/``: ``python -m bcnp``: send, stop, replay, monitor, plot, schema, proxy.
 
-Every name a host program needs is importable from here (``from bcnp.host
-import Client, ReconnectPolicy, LinkDownError``). The robot never imports this
-package.
+Path files are :mod:`bcnp.paths`'s, shared with the robot. Every name a host
+program needs is importable from here (``from bcnp.host import Client,
+ReconnectPolicy, LinkDownError``). The robot never imports this package.
 """
 
 from __future__ import annotations

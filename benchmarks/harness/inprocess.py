@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchmarks.harness import ROOT
+
 TICK_S = 0.02
 
 

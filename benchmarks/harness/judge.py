@@ -105,7 +105,7 @@ class Plan:
     @classmethod
     def tagged(cls, start_wall: float, commands: Sequence[PathCommand]) -> Plan:
         """A plan of commands made distinct by :func:`tag_paths`: a start is the command its tag names."""
-        from bcnp.host.sessions.replay import Schedule
+        from bcnp.host.sessions.core.replay import Schedule
 
         keys = {command_key(c.vx, c.omega): i for i, c in enumerate(commands)}
         return cls(

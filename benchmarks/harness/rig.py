@@ -26,18 +26,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from bcnp.host.link.client import Client, LinkClosedError, LinkError, ReconnectPolicy
 from bcnp.host.proxy.core.faults import Faults
 from bcnp.host.proxy.fault_proxy import Proxy
-from bcnp.host.sessions.replay import Replay, TelemetryRecorder, telemetry_spec
+from bcnp.host.sessions.recorder import TelemetryRecorder, telemetry_spec
+from bcnp.host.sessions.replay import Replay
 from bcnp.paths import DriveLimits, PathCommand, Trajectory
+from benchmarks.harness import ROOT
 from benchmarks.harness.truth import FieldPose, Watched, watch_drive
 from messages import SCHEMA
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 LOCAL = "127.0.0.1"
 #: The field profile: 5 ms ± 3 ms of latency and 7 Mbit/s each way, 1 % of UDP datagrams lost.
 FIELD = Faults(latency=0.005, jitter=0.003, bandwidth=7e6, loss=0.01)
@@ -184,9 +184,7 @@ def recorded_replay(
     replay = Replay(client, commands, clock=clock)
     spec = telemetry_spec(SCHEMA, client.command_spec)
     assert spec is not None
-    recorder = TelemetryRecorder(spec, replay.schedule, clock=clock)
-    replay.recorder = recorder
-    client.on_telemetry = recorder
+    recorder = replay.recorder = TelemetryRecorder(spec, replay.schedule)
     return replay, recorder
 
 
@@ -218,17 +216,15 @@ def drive(
 
     from bcnp.host.sessions.follow import Follower
 
-    follower = Follower(client, reference, limits, sleep=sleep)
-    client.on_telemetry = follower.on_telemetry
     if nt_port is None:
+        follower = Follower(client, reference, limits, sleep=sleep)
         return len(follower.run().outages)
     from bcnp.host.nt.pose import RobotPose
 
-    with RobotPose(LOCAL, nt_port, on_pose=follower.on_pose) as robot_pose:
-        first = robot_pose.wait(POSE_WAIT_S)
-        if first is None:
+    with RobotPose(LOCAL, nt_port) as robot_pose:
+        if robot_pose.wait(POSE_WAIT_S) is None:
             raise RuntimeError(f"no Network/Pose from the robot at {robot_pose.server} in {POSE_WAIT_S:g} s")
-        follower.on_pose(first)
+        follower = Follower(client, reference, limits, poses=robot_pose, sleep=sleep)
         return len(follower.run().outages)
 
 

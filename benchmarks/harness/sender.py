@@ -66,7 +66,7 @@ def send_loop(
             if burst is None:
                 return
             try:
-                client.send_packets([burst.data])
+                client.link.send_packets([burst.data])
             except LinkError:
                 if not keep_going:
                     raise

@@ -53,7 +53,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 
 #: How often start() looks for the robot's port while it starts.
 POLL_S = 0.01
@@ -78,21 +79,6 @@ import runpy
 sys.argv[0] = "robotpy"
 runpy.run_module("robotpy", run_name="__main__", alter_sys=True)
 """
-
-
-def free_port(attempts: int = 50) -> int:
-    """A port number free for both TCP and UDP on every interface (bound, then released)."""
-    for _ in range(attempts):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("", 0))
-            port = int(tcp.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind(("", port))
-                except OSError:
-                    continue
-                return port
-    raise OSError(f"no port free for both TCP and UDP after {attempts} attempts")
 
 
 def _libc() -> Any:

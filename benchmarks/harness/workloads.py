@@ -4,10 +4,11 @@ in chunks as a socket hands it over (throughput, codec_instructions, tcp_sender)
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "schema" / "messages.json"
+from benchmarks.harness import ROOT
+
+SCHEMA_PATH = ROOT / "schema" / "messages.json"
 #: The chunk a stream is fed to the parser in.
 CHUNK = 4096
 

@@ -2,7 +2,7 @@
 
 Each row names the key, the NetworkTables type it is written as, where its
 value comes from and what it means. :class:`NetworkKeys` writes every row
-once per tick; adding a key is adding a row. The README's key table is
+once per tick; adding a key is adding a row. The key table in docs/robot.md is
 checked against what the robot publishes (tests/test_docs.py).
 """
 

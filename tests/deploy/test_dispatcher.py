@@ -5,13 +5,11 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import bcnp
-
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.harness import ROOT
 
 
 def drive(schema: bcnp.Schema, *cmds: tuple[float, float, int], flags: int = 0) -> bytes:

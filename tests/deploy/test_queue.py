@@ -13,7 +13,6 @@ import sys
 import threading
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -24,9 +23,10 @@ import bcnp
 import bcnp.defaults
 from bcnp import MessageQueue, MessageQueueConfig
 from bcnp.queue import COMPACT_RATIO
+from benchmarks.harness import ROOT
 
-SCHEMA = bcnp.load_schema(Path(__file__).resolve().parents[2] / "schema" / "messages.json")
-TEST_SCHEMA = bcnp.load_schema(Path(__file__).resolve().parents[1] / "data" / "test_schema.json")
+SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
+TEST_SCHEMA = bcnp.load_schema(ROOT / "tests" / "data" / "test_schema.json")
 DRIVE = SCHEMA["DriveCmd"]
 TEST_CMD = TEST_SCHEMA["TestCmd"]
 ENCODER = TEST_SCHEMA["EncoderData"]
@@ -581,7 +581,7 @@ class DecodeCounter:
     """
 
     def __init__(self) -> None:
-        self.schema = bcnp.load_schema(Path(__file__).resolve().parents[2] / "schema" / "messages.json")
+        self.schema = bcnp.load_schema(ROOT / "schema" / "messages.json")
         self.spec = self.schema["DriveCmd"]
         self.real = self.spec.message_from_raw
         self.count = 0
@@ -884,7 +884,7 @@ def test_property_every_message_is_accounted_for_and_starts_never_go_back(
 def test_a_full_queue_keeps_only_the_accepted_bytes_of_big_packets() -> None:
     """A full queue taking one command from each of 200 packets of 65,535 DriveCmds
     must hold those commands, not 200 x 655 KB of packets."""
-    schema = bcnp.load_schema(Path(__file__).resolve().parents[2] / "schema" / "messages.json")
+    schema = bcnp.load_schema(ROOT / "schema" / "messages.json")
     drive = schema["DriveCmd"]
     big = bcnp.encode_packet(drive, [drive(vx=0.5, omega=0.0, durationMs=20)] * 65_535)
     queue = MessageQueue(MessageQueueConfig(capacity=200))

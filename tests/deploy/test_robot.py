@@ -19,7 +19,7 @@ import ntcore
 import pytest
 import rev
 import wpilib
-from support import free_port, peer_closed, recv_exactly, wait_until
+from support import peer_closed, recv_exactly, wait_until
 from wpilib import SmartDashboard, Timer
 from wpilib.simulation import DriverStationSim, XboxControllerSim, stepTiming
 
@@ -27,7 +27,8 @@ import bcnp
 import constants
 import physics
 from bcnp.host.link.client import Client, ReconnectPolicy, SchemaMismatchError
-from messages import DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
+from benchmarks.harness.ports import free_port
+from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
 from subsystems.drivetrain.io import KitbotIO
 
 TICK = 0.02
@@ -38,6 +39,7 @@ class Sim:
 
     def __init__(self, robot: object) -> None:
         self.robot = robot
+        self._count: list[int] | None = None
 
     @property
     def link(self):  # type: ignore[no-untyped-def]
@@ -82,9 +84,27 @@ class Sim:
 
     def deliver(self, send: object, *args: object, **kwargs: object) -> None:
         """Call ``send(*args)`` and wait until the robot has received what it sent."""
-        before = self.link.dispatcher.packets_received
+        before = self.handled()
         send(*args, **kwargs)  # type: ignore[operator]
-        wait_until(lambda: self.link.dispatcher.packets_received > before, what="the packet to arrive")
+        wait_until(lambda: self.handled() > before, what="the packet to arrive", first_poll=0.0001)
+
+    def handled(self) -> int:
+        """How many packets the robot's dispatcher is done with: commands its link queued (or
+        refused), packets of types it has no handler for. Its own count, ``packets_received``, goes
+        up before it calls the handler: a wait that ended on it, and the tick after it, could run
+        before the packet was queued."""
+        if self._count is None:
+            count, handle = [0], self.link.handle_packet
+
+            def counted(packet: bcnp.PacketView, now: float) -> None:
+                try:
+                    handle(packet, now)
+                finally:
+                    count[0] += 1
+
+            self.link.dispatcher.register(DRIVE_CMD_SPEC, counted)  # the robot's only handler
+            self._count = count
+        return self._count[0] + self.link.dispatcher.unhandled_packets  # type: ignore[no-any-return]
 
     # -- what the robot shows ---------------------------------------------------------------------
 
@@ -655,7 +675,7 @@ def test_h_network_keys_through_a_real_nt4_client(control, robot, tmp_path) -> N
                 assert table.getString("SchemaHash", "") == f"0x{SCHEMA.hash:08X}" == "0xE9EFEE08"
                 assert table.getString("RemoteSchemaHash", "") == "0xE9EFEE08"
                 assert table.getString("Transport", "") == "tcp"
-                assert table.getString("Peer", "") == f"127.0.0.1:{host._sock.getsockname()[1]}"  # type: ignore[union-attr]
+                assert table.getString("Peer", "") == f"127.0.0.1:{host.link._sock.getsockname()[1]}"  # type: ignore[union-attr]
                 assert table.getNumber("MessagesRx", 0.0) == 1.0
         everything.close()
     finally:

@@ -7,7 +7,6 @@ import struct
 import tracemalloc
 import zlib
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +16,9 @@ from support import examples
 
 import bcnp
 from bcnp import PacketError
+from benchmarks.harness import ROOT
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
 
 SCHEMA = bcnp.load_schema(ROOT / "schema" / "messages.json")
 TEST_SCHEMA = bcnp.load_schema(DATA / "test_schema.json")

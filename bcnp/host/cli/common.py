@@ -1,18 +1,22 @@
 """What the subcommands share: one-line user errors, the link and reconnect options, the
-project's schema and limits, the robot's mode, how outages and telemetry are reported."""
+project's schema and limits, the one way a command connects (the robot's mode watched, one
+line said), is interrupted (Ctrl-C: a stop first) and writes its telemetry."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from ...defaults import NT_PORT, PORT
 from ...paths import DriveLimits
 from ...schema import Schema
-from ..link.client import Client, ReconnectPolicy
+from ..link.client import Client, LinkError, ReconnectPolicy
 from ..nt.mode import ModeWatch
-from ..sessions.replay import Outage, TelemetryRecorder
+from ..sessions.core.session import Outage
+from ..sessions.recorder import TelemetryRecorder
 from .project import ProjectError, find_project, limits, schema
 
 if TYPE_CHECKING:
@@ -21,6 +25,10 @@ if TYPE_CHECKING:
 
 #: ``send --no-wait`` waits this long for the robot's mode before it exits.
 MODE_WAIT_S = 1.0
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT), after it sent a stop.
+INTERRUPTED = 130
+
+T = TypeVar("T")
 
 
 class UserError(Exception):
@@ -104,6 +112,51 @@ def say(line: str) -> None:
 def mode_watch(args: argparse.Namespace, client: Client) -> ModeWatch:
     """Says when the robot ``client`` drives is in a mode that does not drive BCNP commands."""
     return ModeWatch(args.host, lambda: client.local_address, args.nt_port, say=say)
+
+
+def client_for(args: argparse.Namespace, schema: Schema) -> Client:
+    """The client a command drives the robot with: ``--host``, ``--port``, ``--udp`` and the
+    reconnect options."""
+    return Client(schema, args.host, args.port, udp=args.udp, reconnect=reconnect_policy(args))
+
+
+@contextlib.contextmanager
+def connected(args: argparse.Namespace, client: Client) -> Iterator[tuple[Client, ModeWatch]]:
+    """``client`` connected, the robot's mode watched, and one line that says so; both closed
+    at the end."""
+    with mode_watch(args, client) as watch, client as robot:
+        transport = "udp" if robot.udp else "tcp"
+        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        yield robot, watch
+
+
+def telemetry_path(args: argparse.Namespace) -> Path | None:
+    """``--telemetry``, checked before anything is sent: its folder must exist."""
+    if not getattr(args, "telemetry", None):
+        return None
+    out = Path(args.telemetry)
+    if not out.parent.is_dir():
+        raise UserError(f"{out}: no such directory {out.parent}")
+    return out
+
+
+def run_until_done(
+    robot: Client,
+    run: Callable[[], T],
+    recorder: TelemetryRecorder | None = None,
+    telemetry_out: Path | None = None,
+) -> T | None:
+    """``run()``'s result; ``None`` after Ctrl-C, which sends the robot a stop (CLEAR_QUEUE)
+    first. The telemetry recorded so far is written to ``telemetry_out`` either way."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        with contextlib.suppress(LinkError):
+            robot.stop()
+        return None
+    finally:
+        if recorder is not None and telemetry_out is not None:
+            write_telemetry(recorder, telemetry_out)
 
 
 def write_telemetry(recorder: TelemetryRecorder, path: Path) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...defaults import KITBOT_TRACK_WIDTH_M
-from ..sessions.replay import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
+from ..sessions.recorder import COMMAND_COLUMNS, TELEMETRY_COLUMNS, TIME_COLUMN
 
 __all__ = ["DEFAULT_TRACK_WIDTH_M", "PlotError", "Run", "integrate", "load_run", "odometry", "plot_run"]
 

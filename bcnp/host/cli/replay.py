@@ -3,43 +3,35 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ...paths import DriveLimits, PathError, is_planned, load_path, load_trajectory, to_commands
-from ...schema import Schema
-from ..link.client import Client, LinkError
-from ..sessions.replay import (
-    LEAD_S,
-    UDP_LEAD_S,
-    Outage,
-    Progress,
-    Replay,
-    Schedule,
-    TelemetryRecorder,
-    telemetry_spec,
-)
+from ...paths import DriveLimits, PathError, Trajectory, is_planned, load_path, load_trajectory, to_commands
+from ..link.client import Client
+from ..sessions.core.replay import LEAD_S, MAX_AHEAD, UDP_LEAD_S, Schedule
+from ..sessions.core.session import Outage
+from ..sessions.recorder import TelemetryRecorder, telemetry_spec
+from ..sessions.replay import Progress, Replay
 from .common import (
+    INTERRUPTED,
     MODE_WAIT_S,
     UserError,
+    client_for,
     command_parser,
+    connected,
     drive_limits,
     link_options,
-    mode_watch,
     print_outage,
     reconnect_options,
-    reconnect_policy,
     robot_schema,
-    write_telemetry,
+    run_until_done,
+    telemetry_path,
 )
 from .extras import missing, require
 
 if TYPE_CHECKING:
     from ..nt.pose import RobotPose
-    from ..sessions.core.follow import StampedPose
     from .common import Subparsers
 
 EPILOG_REPLAY = """examples:
@@ -100,7 +92,10 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
         help=f"seconds of commands kept ahead of the robot (default {LEAD_S:g}, over UDP {UDP_LEAD_S:g})",
     )
     replay.add_argument(
-        "--max-ahead", type=int, default=150, help="most commands queued ahead of the robot (default 150)"
+        "--max-ahead",
+        type=int,
+        default=MAX_AHEAD,
+        help="most commands queued ahead of the robot (default %(default)s)",
     )
     replay.add_argument(
         "--follow",
@@ -143,30 +138,27 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     except ValueError as exc:
         raise UserError(f"{args.path_file}: {exc}") from None
+    telemetry_out = telemetry_path(args)
+    client = client_for(args, schema)
+    spec = telemetry_spec(schema, client.command_spec)
     if args.follow:
-        return follow(args, schema, trajectory, limits)
-    telemetry_out = Path(args.telemetry) if args.telemetry else None
-    if telemetry_out is not None and not telemetry_out.parent.is_dir():
-        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
-    recorder = None
-    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=reconnect_policy(args))
-    if telemetry_out is not None:
-        spec = telemetry_spec(schema, client.command_spec)
-        if spec is None:
-            raise UserError("the schema has no telemetry message type to record")
-    with mode_watch(args, client) as watch, client as robot:
-        transport = "udp" if args.udp else "tcp"
-        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+        if spec is None or "leftPosition" not in spec.field_names:
+            raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
+        assert trajectory is not None
+        return follow(
+            args, client, TelemetryRecorder(spec, Schedule(commands)), trajectory, limits, telemetry_out
+        )
+    if telemetry_out is not None and spec is None:
+        raise UserError("the schema has no telemetry message type to record")
+    with connected(args, client) as (robot, watch):
         try:
             replay = Replay(robot, commands, lead=args.lead, max_ahead=args.max_ahead)
         except (TypeError, ValueError) as exc:
             raise UserError(f"cannot build {robot.command_spec.name} commands from the path: {exc}") from None
+        recorder = None
         if telemetry_out is not None and spec is not None:
-            recorder = TelemetryRecorder(spec, replay.schedule)
-            replay.recorder = recorder
-            robot.on_telemetry = recorder
-        total = replay.schedule.total
-        print(f"replaying {args.path_file}: {len(commands)} commands, {total:.1f} s")
+            recorder = replay.recorder = TelemetryRecorder(spec, replay.schedule)
+        print(f"replaying {args.path_file}: {len(commands)} commands, {replay.schedule.total:.1f} s")
         tty = sys.stderr.isatty()
 
         def show(p: Progress) -> None:
@@ -182,22 +174,17 @@ def run(args: argparse.Namespace) -> int:
                 sys.stderr.write("\n")
             print_outage(event)
 
-        status = 0
-        try:
-            done = replay.run(show, outage)
-        except KeyboardInterrupt:
-            with contextlib.suppress(LinkError):
-                robot.stop()
-            done = replay.progress()
-            status = 130
-        finally:
-            if tty:
-                sys.stderr.write("\n")
-            if recorder is not None and telemetry_out is not None:
-                write_telemetry(recorder, telemetry_out)
-        if status:
-            print(f"interrupted at {done.elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
-            return status
+        def run_replay() -> Progress:
+            try:
+                return replay.run(show, outage)
+            finally:
+                if tty:
+                    sys.stderr.write("\n")
+
+        done = run_until_done(robot, run_replay, recorder, telemetry_out)
+        if done is None:
+            print(f"interrupted at {replay.progress().elapsed:.1f} s: sent stop (CLEAR_QUEUE)")
+            return INTERRUPTED
         watch.wait_known(MODE_WAIT_S)  # a path shorter than the robot's answer: still say it
         gaps = ""
         if replay.outages:
@@ -210,21 +197,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def follow(args: argparse.Namespace, schema: Schema, trajectory: Any, limits: DriveLimits) -> int:
-    telemetry_out = Path(args.telemetry) if args.telemetry else None
-    if telemetry_out is not None and not telemetry_out.parent.is_dir():
-        raise UserError(f"{telemetry_out}: no such directory {telemetry_out.parent}")
-    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=reconnect_policy(args))
-    spec = telemetry_spec(schema, client.command_spec)
-    if spec is None or "leftPosition" not in spec.field_names:
-        raise UserError("--follow needs the robot's DrivetrainTelemetry (wheel positions) in the schema")
-    recorder = TelemetryRecorder(spec, Schedule(to_commands(trajectory)))
+def follow(
+    args: argparse.Namespace,
+    client: Client,
+    recorder: TelemetryRecorder,
+    trajectory: Trajectory,
+    limits: DriveLimits,
+    telemetry_out: Path | None,
+) -> int:
+    from ..sessions.follow import Follower
+
     robot_pose, why_not = open_robot_pose(args.host, args.nt_port)  # connects while the link does
     try:
-        return _follow(args, client, trajectory, limits, recorder, robot_pose, why_not, telemetry_out)
+        with connected(args, client) as (robot, _):
+            poses, line = use_robot_pose(robot_pose, why_not)
+            print(line, flush=True)
+            follower = Follower(robot, trajectory, limits, recorder=recorder, poses=poses)
+            print(
+                f"following {args.path_file}: {trajectory.total:.1f} s, closed loop on the robot's telemetry"
+            )
+            result = run_until_done(
+                robot, lambda: follower.run(on_outage=print_outage), recorder, telemetry_out
+            )
+            if result is None:
+                print("interrupted: sent stop (CLEAR_QUEUE)")
+                return INTERRUPTED
+            print(
+                f"done: {result.reference_time:.1f} s of path in {result.elapsed:.1f} s, "
+                f"{result.packets} packets; "
+                f"estimated end error {result.final_error:.3f} m, largest {result.max_error:.3f} m"
+                + (f"; {len(result.outages)} outage(s)" if result.outages else "")
+            )
     finally:
         if robot_pose is not None:
             robot_pose.close()
+    return 0
 
 
 def open_robot_pose(host: str, port: int) -> tuple[RobotPose | None, str]:
@@ -237,67 +244,20 @@ def open_robot_pose(host: str, port: int) -> tuple[RobotPose | None, str]:
         return None, "no pyntcore to read the robot's Network/Pose"
 
 
-def use_robot_pose(
-    robot_pose: RobotPose | None, why_not: str, on_pose: Callable[[StampedPose], object]
-) -> str:
-    """Hands the robot's poses to ``on_pose`` (the follower's) if the robot offers them within
-    :data:`POSE_WAIT_S`; the one line that says which pose the follower follows on."""
+def use_robot_pose(robot_pose: RobotPose | None, why_not: str) -> tuple[RobotPose | None, str]:
+    """``robot_pose`` if the robot offers its pose within :data:`POSE_WAIT_S` (else it is
+    closed, and None), and the one line that says which pose the follower follows on."""
     from ..nt.pose import NO_SERVER_S
 
     if robot_pose is None:
-        return f"pose: from the wheel telemetry ({why_not})"
-    robot_pose.on_pose = on_pose
-    first = robot_pose.wait(POSE_WAIT_S, server_within=NO_SERVER_S)
-    if first is not None:
-        on_pose(first)  # it may have come before the follower did
-        return f"pose: the robot's own (Network/Pose at {robot_pose.server})"
-    robot_pose.on_pose = None
+        return None, f"pose: from the wheel telemetry ({why_not})"
+    if robot_pose.wait(POSE_WAIT_S, server_within=NO_SERVER_S) is not None:
+        return robot_pose, f"pose: the robot's own (Network/Pose at {robot_pose.server})"
     connected = robot_pose.connected
     robot_pose.close()
     if not connected:
-        return f"pose: from the wheel telemetry (no NetworkTables server at {robot_pose.server})"
-    return f"pose: from the wheel telemetry (the robot at {robot_pose.server} offers no Network/Pose)"
-
-
-def _follow(
-    args: argparse.Namespace,
-    client: Client,
-    trajectory: Any,
-    limits: DriveLimits,
-    recorder: TelemetryRecorder,
-    robot_pose: RobotPose | None,
-    why_not: str,
-    telemetry_out: Path | None,
-) -> int:
-    from ..sessions.follow import Follower
-
-    with mode_watch(args, client), client as robot:
-        transport = "udp" if args.udp else "tcp"
-        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
-        follower = Follower(robot, trajectory, limits, recorder=recorder)
-        robot.on_telemetry = follower.on_telemetry
-        print(use_robot_pose(robot_pose, why_not, follower.on_pose), flush=True)
-        print(f"following {args.path_file}: {trajectory.total:.1f} s, closed loop on the robot's telemetry")
-        status = 0
-        try:
-            result = follower.run(on_outage=print_outage)
-        except KeyboardInterrupt:
-            with contextlib.suppress(LinkError):
-                robot.stop()
-            status = 130
-        finally:
-            if telemetry_out is not None:
-                write_telemetry(recorder, telemetry_out)
-        if status:
-            print("interrupted: sent stop (CLEAR_QUEUE)")
-            return status
-        print(
-            f"done: {result.reference_time:.1f} s of path in {result.elapsed:.1f} s, "
-            f"{result.packets} packets; "
-            f"estimated end error {result.final_error:.3f} m, largest {result.max_error:.3f} m"
-            + (f"; {len(result.outages)} outage(s)" if result.outages else "")
-        )
-    return 0
+        return None, f"pose: from the wheel telemetry (no NetworkTables server at {robot_pose.server})"
+    return None, f"pose: from the wheel telemetry (the robot at {robot_pose.server} offers no Network/Pose)"
 
 
 def progress_bar(p: Progress, width: int = 30) -> str:

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...paths import PathCommand
 from ...schema import Message, Schema
-from ..link.client import Client, LinkError
 from ..sessions.replay import Replay
 from .common import (
+    INTERRUPTED,
     MODE_WAIT_S,
     UserError,
+    client_for,
     command_parser,
+    connected,
     link_options,
-    mode_watch,
     print_outage,
     reconnect_options,
-    reconnect_policy,
     robot_schema,
+    run_until_done,
 )
 
 if TYPE_CHECKING:
@@ -75,11 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.stop and not args.values:
         raise UserError("nothing to send: give VX OMEGA MS triples, or --stop")
     commands: list[Message] = [] if args.stop else drive_commands(schema, args.values)
-    policy = reconnect_policy(args)
-    client = Client(schema, args.host, args.port, udp=args.udp, reconnect=policy)
-    with mode_watch(args, client) as watch, client as robot:
-        transport = "udp" if args.udp else "tcp"
-        print(f"connected to {robot.address} over {transport}, robot schema 0x{robot.remote_hash:08X}")
+    with connected(args, client_for(args, schema)) as (robot, watch):
         if args.stop:
             robot.stop()
             print("sent: stop (zero-message CLEAR_QUEUE)")
@@ -103,12 +99,8 @@ def run(args: argparse.Namespace) -> int:
         if args.no_wait:
             watch.wait_known(MODE_WAIT_S)  # the robot's mode, if it answers at once
             return 0
-        try:
-            replay.run(on_outage=print_outage)
-        except KeyboardInterrupt:
-            with contextlib.suppress(LinkError):
-                robot.stop()
+        if run_until_done(robot, lambda: replay.run(on_outage=print_outage)) is None:
             print("interrupted: sent stop")
-            return 130
+            return INTERRUPTED
         watch.wait_known(MODE_WAIT_S)  # a batch shorter than the robot's answer: still say it
     return 0

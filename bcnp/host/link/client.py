@@ -34,7 +34,8 @@ Used as a context manager, the client closes its socket and thread on exit::
         robot.send([DriveCmd(vx=1.0, omega=0.0, durationMs=2000)], clear_queue=True)
 
 Where the parts live: this module says what is sent and keeps the telemetry;
-:mod:`bcnp.host.link.keeper` keeps the link (the socket, the thread, reconnects);
+the client holds a :class:`~bcnp.host.link.keeper.LinkKeeper` (``client.link``: the
+socket, the thread, reconnects, the byte and packet counters);
 :mod:`bcnp.host.link.dial` opens a connection and runs the handshake;
 :mod:`bcnp.host.link.core.errors` defines the errors, importable from here too.
 """
@@ -42,10 +43,11 @@ Where the parts live: this module says what is sent and keeps the telemetry;
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, overload
 
 from ...connection import MAX_DATAGRAM
 from ...defaults import PORT
@@ -75,12 +77,28 @@ __all__ = [
 ]
 
 
-class Client(LinkKeeper):
+class _Counter:
+    """One of the link's counters, read on the client (``client.bytes_in``: ``client.link.bytes_in``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, client: None, owner: type | None = None) -> _Counter: ...
+    @overload
+    def __get__(self, client: Client, owner: type | None = None) -> int: ...
+    def __get__(self, client: Client | None, owner: type | None = None) -> _Counter | int:
+        return self if client is None else int(getattr(client.link, self.name))
+
+
+class Client:
     """The host's end of a link to one robot, over TCP (default) or UDP. See the module docs.
 
-    The link itself (connect, the background thread, reconnects, :meth:`status`,
-    :meth:`close`) is :class:`~bcnp.host.link.keeper.LinkKeeper`'s; this class says what is
-    sent (batches, stops, keepalives) and keeps the telemetry that arrives."""
+    The link itself (the socket, the background thread, reconnects, the counters) is
+    ``self.link``'s, a :class:`~bcnp.host.link.keeper.LinkKeeper`; this class says what is
+    sent (batches, stops, keepalives) and keeps the telemetry that arrives: for
+    ``on_telemetry`` if set (on the link's thread), else in a bounded queue that
+    :meth:`receive`, :meth:`packets` and :meth:`drain` take from."""
 
     def __init__(
         self,
@@ -102,39 +120,96 @@ class Client(LinkKeeper):
             raise ValueError("keepalive_interval must be > 0 seconds, or None to disable keepalives")
         if not schema.messages:
             raise ValueError("the schema defines no messages")
-        command_spec = (
+        #: Type of the zero-message keepalive and stop packets: the robot's command type.
+        self.command_spec = (
             schema.messages[0]
             if command_type is None
             else command_type
             if isinstance(command_type, MessageSpec)
             else schema[command_type]
         )
+        self.schema = schema
+        self.host = host
+        self.port = port
+        self.udp = udp
+        self.clock = clock
+        self.address = f"{host}:{port}"
         self.on_telemetry = on_telemetry
-        self._received: deque[PacketView] = deque(maxlen=max_queued_packets)
+        #: Called with the new :class:`LinkStatus` on each change: the first connect (from
+        #: :meth:`connect`'s caller), then each loss, attempt, reconnect and the close (from
+        #: the link's thread).
+        self.on_link_change = on_link_change
+        self._received: deque[tuple[float, PacketView]] = deque(maxlen=max_queued_packets)
+        self._arrived = threading.Condition()  # notified on each packet kept, and each change
         self.telemetry_dropped = 0
-        super().__init__(
+        self.link = LinkKeeper(
             schema,
             host,
             port,
             udp=udp,
             timeout=timeout,
             keepalive_interval=keepalive_interval,
-            command_spec=command_spec,
+            command_spec=self.command_spec,
             reconnect=reconnect,
-            on_link_change=on_link_change,
+            on_packet=self._deliver,
+            on_change=self._changed,
             clock=clock,
         )
+        self._stop_packet = encode_packet(self.command_spec, (), CLEAR_QUEUE)
+
+    # -- the link: what a host program asks of it ----------------------------------------
+
+    bytes_in = _Counter()
+    bytes_out = _Counter()
+    packets_sent = _Counter()
+    keepalives_sent = _Counter()
+    telemetry_packets = _Counter()
+    parse_errors = _Counter()
+    #: Callbacks (``on_telemetry``, ``on_link_change``) that raised; the link stays up.
+    callback_errors = _Counter()
+
+    @property
+    def connected(self) -> bool:
+        return self.link.connected
+
+    @property
+    def closed_reason(self) -> str | None:
+        """Why the client closed for good (``None`` while open or reconnecting, or before it was opened)."""
+        return self.link.closed_reason
+
+    @property
+    def remote_hash(self) -> int | None:
+        """The robot's schema hash, from its last handshake."""
+        return self.link.remote_hash
+
+    @property
+    def local_address(self) -> str | None:
+        """This end of the link, ``"ip:port"`` as the robot names its peer; ``None`` while not connected."""
+        return self.link.local_address
+
+    def status(self) -> LinkStatus:
+        """The link's state now: connected, reconnecting (since when, attempts, why) or closed."""
+        return self.link.status()
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Wait until the link is up (True) or closed for good or ``timeout`` s passed (False)."""
+        return self.link.wait_connected(timeout)
 
     def connect(self) -> Client:
-        """Connect and handshake (see :meth:`LinkKeeper.connect`); telemetry still kept from an
-        earlier connect is dropped."""
-        if self._thread is None:
-            with self._arrived:
-                self._received.clear()
-        return super().connect()
+        """Connect and handshake; raises :class:`LinkError` subclasses. Returns ``self``. Telemetry
+        still kept from an earlier connect is dropped. Later losses are the link's thread's: it
+        reconnects (see the module docs)."""
+        with self._arrived:
+            self._received.clear()
+        self.link.connect()
+        return self
+
+    def close(self) -> None:
+        """Close the socket and end the background thread (idempotent)."""
+        self.link.close()
 
     def __enter__(self) -> Client:
-        if self._thread is None:
+        if not self.link.opened:
             self.connect()
         return self
 
@@ -167,43 +242,56 @@ class Client(LinkKeeper):
                 packets.append(encode_packet(spec, batch[i : i + step], flags))
                 flags = 0
         if flags:  # clear_queue with no messages: a stop
-            packets.append(encode_packet(self.command_spec, (), CLEAR_QUEUE))
+            packets.append(self._stop_packet)
         return packets
 
     def send(self, messages: Iterable[Message], clear_queue: bool = False) -> int:
         """Send a batch (CLEAR_QUEUE on its first packet if asked); returns the packet count."""
         packets = self.encode(messages, clear_queue)
-        self.send_packets(packets)
+        self.link.send_packets(packets)
         return len(packets)
+
+    def send_packets(self, packets: list[bytes]) -> None:
+        """Send encoded packets (TCP: in one write; UDP: one datagram each); raises as :meth:`send`."""
+        self.link.send_packets(packets)
 
     def stop(self) -> None:
         """A zero-message CLEAR_QUEUE packet: the robot drops its queue and stops now."""
-        self.send_packets([encode_packet(self.command_spec, (), CLEAR_QUEUE)])
+        self.link.send_packets([self._stop_packet])
 
     def keepalive(self) -> None:
         """A zero-message packet with flags 0: proves the link alive, changes nothing."""
-        self.send_packets([self._keepalive_packet])
-        self.keepalives_sent += 1
+        self.link.send_keepalive()
 
     # -- receiving -----------------------------------------------------------------------
 
-    def _deliver(self, packet: PacketView) -> None:
-        """To ``on_telemetry`` if set, else kept for :meth:`receive` (the oldest dropped when full)."""
-        if self._call_user(self.on_telemetry, packet):
+    def _deliver(self, packet: PacketView, now: float) -> None:
+        """To ``on_telemetry`` if set, else kept with the moment it arrived (the oldest dropped
+        when full)."""
+        callback = self.on_telemetry
+        if callback is not None:
+            callback(packet)
             return
         with self._arrived:
             if len(self._received) == self._received.maxlen:
                 self.telemetry_dropped += 1
-            self._received.append(packet)
+            self._received.append((now, packet))
             self._arrived.notify_all()
+
+    def _changed(self, status: LinkStatus) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+        callback = self.on_link_change
+        if callback is not None:
+            callback(status)
 
     def receive(self, timeout: float | None = None) -> PacketView | None:
         """The next received packet, or ``None`` after ``timeout`` seconds or once closed for good
         (it keeps waiting while the client reconnects)."""
         with self._arrived:
-            if not self._wait(self._arrived, lambda: bool(self._received), timeout):
+            if not self.link.wait(self._arrived, lambda: bool(self._received), timeout):
                 return None
-            return self._received.popleft()
+            return self._received.popleft()[1]
 
     def packets(self, timeout: float | None = None) -> Iterator[PacketView]:
         """Received packets as they arrive; ends when closed or after ``timeout`` s of silence."""
@@ -212,3 +300,11 @@ class Client(LinkKeeper):
             if packet is None:
                 return
             yield packet
+
+    def drain(self) -> list[tuple[float, PacketView]]:
+        """Every packet kept so far, oldest first, each with when it arrived (on ``clock``);
+        never waits. A host session's loop takes its telemetry this way, at each step."""
+        with self._arrived:
+            arrived = list(self._received)
+            self._received.clear()
+        return arrived

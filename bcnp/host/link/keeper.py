@@ -1,10 +1,12 @@
 """The client's link keeper: one link to a robot, kept up by a background thread.
 
-:class:`LinkKeeper` is what :class:`~bcnp.host.link.client.Client` is built on: it
+:class:`LinkKeeper` is what a :class:`~bcnp.host.link.client.Client` holds: it
 connects and handshakes (:mod:`bcnp.host.link.dial`), runs the background thread that
 receives, sends keepalives and reconnects after a loss (:mod:`bcnp.host.link.core.state`
 decides when; this module only does the I/O), and sends encoded packets. What the
-packets say (batches, stops) and where telemetry goes are the client's.
+packets say (batches, stops) and where telemetry goes are the client's: the keeper hands
+each packet it receives to ``on_packet`` with the moment it arrived, and each change of
+the link to ``on_change``.
 
 A loss is dated when the robot was last heard: by the robot's own ``timestampMs``
 on the last telemetry when it has one (:data:`STAMP_FIELD`), so a burst a stalled
@@ -20,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 from ...connection import MAX_DATAGRAM, Connection
 from ...schema import MessageSpec, Schema
@@ -49,8 +51,10 @@ STAMP_FIELD = "timestampMs"
 
 class LinkKeeper:
     """Connects to one robot and keeps the link: the socket, the background thread, the
-    link's state and the counters. :class:`~bcnp.host.link.client.Client` adds what is sent
-    and where telemetry goes (:meth:`_deliver`)."""
+    link's state and the counters. Each received packet goes to ``on_packet(packet, now)``
+    (``now``: when it arrived, on ``clock``), each change to ``on_change(status)``, both
+    from the background thread (the first connect's from the caller of :meth:`connect`);
+    a callback that raises is counted in ``callback_errors``, never kills the link."""
 
     def __init__(
         self,
@@ -63,7 +67,8 @@ class LinkKeeper:
         keepalive_interval: float | None,
         command_spec: MessageSpec,
         reconnect: ReconnectPolicy | bool,
-        on_link_change: Callable[[LinkStatus], object] | None,
+        on_packet: Callable[[PacketView, float], object],
+        on_change: Callable[[LinkStatus], object],
         clock: Clock,
     ) -> None:
         self.schema = schema
@@ -74,10 +79,10 @@ class LinkKeeper:
         self.keepalive_interval = keepalive_interval
         #: Type of the zero-message keepalive and stop packets: the robot's command type.
         self.command_spec = command_spec
-        #: Called with the new :class:`LinkStatus` on each change: the first connect (from
-        #: :meth:`connect`'s caller), then each loss, attempt, reconnect and the close (from the
-        #: client's thread).
-        self.on_link_change = on_link_change
+        self.on_packet = on_packet
+        #: Called with the new :class:`LinkStatus` on each change: the first connect, then
+        #: each loss, attempt, reconnect and the close.
+        self.on_change = on_change
         self.clock = clock
         if isinstance(reconnect, bool):
             reconnect = ReconnectPolicy(enabled=reconnect)
@@ -96,7 +101,6 @@ class LinkKeeper:
         self._closed_reason: str | None = None
         self._send_lock = threading.Lock()
         self._last_send = 0.0
-        self._arrived = threading.Condition()  # notified on each packet the client keeps, and each change
         self._connection = self._new_connection()
         self._earlier_parse_errors = 0
         self._keepalive_packet = encode_packet(self.command_spec, ())
@@ -113,6 +117,11 @@ class LinkKeeper:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def opened(self) -> bool:
+        """Whether :meth:`connect` ran and :meth:`close` has not (the link may be down)."""
+        return self._thread is not None
 
     @property
     def connected(self) -> bool:
@@ -147,9 +156,9 @@ class LinkKeeper:
     def wait_connected(self, timeout: float | None = None) -> bool:
         """Wait until the link is up (True) or closed for good or ``timeout`` s passed (False)."""
         with self._changed:
-            return self._wait(self._changed, lambda: self.connected, timeout)
+            return self.wait(self._changed, lambda: self.connected, timeout)
 
-    def _wait(self, changed: threading.Condition, ready: Callable[[], bool], timeout: float | None) -> bool:
+    def wait(self, changed: threading.Condition, ready: Callable[[], bool], timeout: float | None) -> bool:
         """With ``changed`` held: wait until ``ready()`` (True), or until the client closed for
         good or ``timeout`` seconds passed (False). It keeps waiting while the client reconnects."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -187,7 +196,7 @@ class LinkKeeper:
             self._sock = sock
             self._machine.connected(now)
         self._last_send = now
-        # The first connect is a change too: on_link_change hears it (from this thread,
+        # The first connect is a change too: on_change hears it (from this thread,
         # before the client's own thread can report anything later).
         self._notify()
         self._thread = threading.Thread(target=self._run, name=f"bcnp-client-{self.address}", daemon=True)
@@ -242,25 +251,19 @@ class LinkKeeper:
     # -- the link's life (background thread) --------------------------------------------
 
     def _notify(self) -> None:
-        """Wake whoever waits on the link, then tell the user (``on_link_change``)."""
+        """Wake whoever waits on the link, then tell ``on_change``."""
         with self._changed:
             self._changed.notify_all()
             status = self._machine.status()
-        with self._arrived:
-            self._arrived.notify_all()
-        self._call_user(self.on_link_change, status)
+        self._call(self.on_change, status)
 
-    def _call_user(self, callback: Callable[[Any], object] | None, arg: object) -> bool:
-        """Call a user's callback with ``arg``; one that raises is counted in
-        ``callback_errors``, never kills the link. False when there is none."""
-        if callback is None:
-            return False
+    def _call(self, callback: Callable[..., object], *args: object) -> None:
+        """A callback that raises is counted in ``callback_errors``, never kills the link."""
         try:
-            callback(arg)
+            callback(*args)
         except Exception as exc:  # a broken callback must not kill the link
             self.callback_errors += 1
             self.last_callback_error = exc
-        return True
 
     def _link_lost(self, reason: str, sock: socket.socket) -> None:
         """The current connection is gone: tell the machine (it decides between
@@ -387,6 +390,11 @@ class LinkKeeper:
             self._send_lock.release()
         return True
 
+    def send_keepalive(self) -> None:
+        """A zero-message packet with flags 0: proves the link alive, changes nothing."""
+        self.send_packets([self._keepalive_packet])
+        self.keepalives_sent += 1
+
     def send_packets(self, packets: list[bytes]) -> None:
         """Send encoded packets (TCP: in one write; UDP: one datagram each)."""
         with self._send_lock:
@@ -436,7 +444,7 @@ class LinkKeeper:
 
     def _on_packet(self, packet: PacketView, now: float) -> None:
         """The connection parsed a packet: the robot was heard (when, by its own stamp if the
-        packet has one); the client delivers it."""
+        packet has one); ``on_packet`` gets it."""
         self.telemetry_packets += 1
         stamp = None
         field = self._stamp_fields.get(packet.spec.id)
@@ -444,8 +452,4 @@ class LinkKeeper:
             stamp = packet.raw(packet.count - 1)[field] / 1000  # the newest sample's
         with self._changed:
             self._machine.heard(now, stamp)
-        self._deliver(packet)
-
-    def _deliver(self, packet: PacketView) -> None:
-        """Hand a received packet to the user (the client's)."""
-        raise NotImplementedError
+        self._call(self.on_packet, packet, now)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...defaults import NT_PORT
+from .client import event_value, new_instance, start, stop
 
 __all__ = ["DRIVING_MODE", "MODE_KEY", "PEER_KEY", "ModeWatch", "mode_line"]
 
@@ -86,15 +87,14 @@ class ModeWatch:
             import ntcore
         except ImportError:  # a host without pyntcore: nothing to ask
             return
-        inst = ntcore.NetworkTableInstance.create()
+        inst = new_instance()
         for key in (MODE_KEY, PEER_KEY):
             subscriber = inst.getStringTopic(key).subscribe("")
             inst.addListener(
                 subscriber, ntcore.EventFlags.kValueAll | ntcore.EventFlags.kImmediate, self._heard
             )
             self._subscribers.append(subscriber)
-        inst.startClient4("bcnp-mode-watch")
-        inst.setServer(host, port)
+        start(inst, "bcnp-mode-watch", host, port)
         self._inst = inst
 
     @property
@@ -104,8 +104,7 @@ class ModeWatch:
 
     def _heard(self, event: Any) -> None:
         data = event.data
-        value = getattr(getattr(data, "value", None), "value", None)
-        text = value() if callable(value) else None
+        text = event_value(event)
         if not isinstance(text, str):
             return
         line = None
@@ -143,12 +142,7 @@ class ModeWatch:
         if inst is None:
             return
         self._inst = None
-        import ntcore
-
-        for subscriber in self._subscribers:
-            subscriber.close()
-        inst.stopClient()
-        ntcore.NetworkTableInstance.destroy(inst)
+        stop(inst, self._subscribers)
 
     def __enter__(self) -> ModeWatch:
         return self

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...defaults import NT_PORT, START_SIM
+from .client import new_instance, server_name, start, stop
 
 __all__ = ["NT_PORT", "PREFIX", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
 
@@ -84,7 +85,7 @@ class Monitor:
     ) -> None:
         import ntcore
 
-        self.server = f"team {team} robot:{port}" if team is not None else f"{host}:{port}"
+        self.server = server_name(host, port, team)
         self.clock = clock
         self.values: dict[str, Any] = {}
         #: When the server went (monitor clock), while it is gone; and how often it came back.
@@ -92,23 +93,14 @@ class Monitor:
         self.reconnects = 0
         self._was_connected = False
         self._samples: deque[tuple[float, float, float]] = deque()
-        self._inst = ntcore.NetworkTableInstance.create()
+        self._inst = new_instance()
         self._poller = ntcore.NetworkTableListenerPoller(self._inst)
         self._poller.addListener([PREFIX], ntcore.EventFlags.kValueAll | ntcore.EventFlags.kImmediate)
         self._subscriber = ntcore.MultiSubscriber(self._inst, [PREFIX], ntcore.PubSubOptions(periodic=0.02))
-        self._inst.startClient4("bcnp-monitor")
-        if team is not None:
-            self._inst.setServerTeam(team, port)
-        else:
-            self._inst.setServer(host, port)
+        start(self._inst, "bcnp-monitor", host, port, team)
 
     def close(self) -> None:
-        self._poller.close()
-        self._subscriber.close()
-        self._inst.stopClient()
-        import ntcore
-
-        ntcore.NetworkTableInstance.destroy(self._inst)
+        stop(self._inst, [self._poller, self._subscriber])
 
     def __enter__(self) -> Monitor:
         return self

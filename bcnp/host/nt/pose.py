@@ -9,8 +9,9 @@ never pairs a pose with another tick's stamp. The pose is relative to where the
 robot program started.
 
 :class:`RobotPose` is an NT4 client of its own (its own ntcore instance, like
-``bcnp monitor``) that keeps the latest :class:`StampedPose` and hands each to
-``on_pose`` as it arrives (on ntcore's thread)::
+``bcnp monitor``) that keeps the latest :class:`StampedPose`, and the recent ones with
+when they arrived for a loop to :meth:`~RobotPose.drain` (as ``replay --follow``'s
+does at each step); ``on_pose``, if given, hears each as it arrives (on ntcore's thread)::
 
     with RobotPose("10.12.34.2") as robot:      # NetworkTables on 5810
         pose = robot.wait(2.0)                  # None if none came
@@ -26,11 +27,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from ...defaults import NT_PORT
-from ..sessions.core.follow import StampedPose
+from ..sessions.core.session import StampedPose
+from .client import event_value, new_instance, server_name, start, stop
 
 __all__ = ["NO_SERVER_S", "POSE_TOPIC", "RobotPose", "StampedPose"]
 
@@ -39,6 +42,8 @@ POSE_TOPIC = "/SmartDashboard/Network/Pose"
 NO_SERVER_S = 0.5
 #: Updates as the robot sends them (each tick's), within 10 ms.
 _PERIODIC_S = 0.01
+#: Poses kept for :meth:`RobotPose.drain` (the oldest dropped): 2 s of robot ticks.
+POSES_KEPT = 100
 
 
 class RobotPose:
@@ -59,29 +64,25 @@ class RobotPose:
         import ntcore
 
         #: Where it asks, as the host tools name it: "host:port" or "team N robot:port".
-        self.server = f"team {team} robot:{port}" if team is not None else f"{host}:{port}"
+        self.server = server_name(host, port, team)
         self.on_pose = on_pose
         self.clock = clock
         #: Poses received, and when the latest arrived (``clock``).
         self.received = 0
         self.arrived: float | None = None
         self._latest: StampedPose | None = None
+        self._arrivals: deque[tuple[float, StampedPose]] = deque(maxlen=POSES_KEPT)
         self._changed = threading.Condition()
         self._started = clock()
-        inst = ntcore.NetworkTableInstance.create()
+        inst = new_instance()
         options = ntcore.PubSubOptions(periodic=_PERIODIC_S, sendAll=True)
         self._subscriber = inst.getDoubleArrayTopic(POSE_TOPIC).subscribe([], options)
         inst.addListener(self._subscriber, ntcore.EventFlags.kValueAll, self._heard)
-        inst.startClient4("bcnp-robot-pose")
-        if team is not None:
-            inst.setServerTeam(team, port)
-        else:
-            inst.setServer(host, port)
+        start(inst, "bcnp-robot-pose", host, port, team)
         self._inst: Any = inst
 
     def _heard(self, event: Any) -> None:
-        value = getattr(getattr(event.data, "value", None), "value", None)
-        values = value() if callable(value) else None
+        values = event_value(event)
         if not isinstance(values, list | tuple):
             return
         pose = StampedPose.from_array(values)
@@ -89,7 +90,8 @@ class RobotPose:
             return
         with self._changed:
             self._latest = pose
-            self.arrived = self.clock()
+            self.arrived = now = self.clock()
+            self._arrivals.append((now, pose))
             self.received += 1
             self._changed.notify_all()
         callback = self.on_pose
@@ -106,6 +108,14 @@ class RobotPose:
         """The latest pose received; None before the first."""
         with self._changed:
             return self._latest
+
+    def drain(self) -> list[tuple[float, StampedPose]]:
+        """The poses received since the last drain (at most :data:`POSES_KEPT`), oldest first,
+        each with when it arrived (``clock``); never waits."""
+        with self._changed:
+            arrived = list(self._arrivals)
+            self._arrivals.clear()
+        return arrived
 
     def wait(self, timeout: float, *, server_within: float | None = None) -> StampedPose | None:
         """The latest pose, waiting up to ``timeout`` s for the first; None if none came.
@@ -127,11 +137,7 @@ class RobotPose:
         if inst is None:
             return
         self._inst = None
-        import ntcore
-
-        self._subscriber.close()
-        inst.stopClient()
-        ntcore.NetworkTableInstance.destroy(inst)
+        stop(inst, [self._subscriber])
 
     def __enter__(self) -> RobotPose:
         return self

@@ -7,7 +7,7 @@ host, with nothing new on the wire:
 * **Where the robot is**: the robot's own pose when it offers it
   (``Network/Pose`` over NetworkTables, :mod:`bcnp.host.nt.pose`: its
   odometry on the gyro's heading, stamped with its tick's telemetry
-  ``timestampMs``), fed in through :meth:`Follower.on_pose`; else, and between
+  ``timestampMs``), which the session's loop pulls at each step; else, and between
   poses, differential-drive odometry (WPILib's ``DifferentialDriveOdometry``)
   over the wheel positions in every telemetry sample (25 packets/s, one sample
   per robot tick), the heading from the wheels' difference over the track
@@ -51,57 +51,32 @@ in, plans out); :class:`Follower` drives it on a client.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 
 from ...paths import DriveLimits, Trajectory
-from ...wire import PacketView
 from ..link.client import Client, LinkDownError
-from .core.follow import TICK_S, FollowResult, FollowSession, StampedPose
-from .core.outages import Outage, Send
-from .driver import SessionDriver
-from .replay import TelemetryRecorder
+from .core.follow import (
+    CORRECT_FOR_S,
+    HORIZON_S,
+    SETTLE_S,
+    TICK_S,
+    TOLERANCE_M,
+    FollowResult,
+    FollowSession,
+)
+from .core.session import Outage, StampedPose
+from .driver import Arrivals, SessionDriver
+from .recorder import TelemetryRecorder
 
 __all__ = ["FollowResult", "FollowSession", "Follower"]
 
 
-class _Guarded:
-    """A session whose every call holds ``lock``: the follower's telemetry arrives on the
-    client's receive thread while the loop steps the session on the caller's."""
-
-    def __init__(self, session: FollowSession, lock: threading.Lock) -> None:
-        self.session = session
-        self.lock = lock
-
-    def went(self, outage: Outage, elapsed: float) -> None:
-        with self.lock:
-            self.session.went(outage, elapsed)
-
-    def back(self, outage: Outage, elapsed: float) -> None:
-        with self.lock:
-            self.session.back(outage, elapsed)
-
-    def step(self, elapsed: float, now: float, connected: bool) -> Send | None:
-        with self.lock:
-            return self.session.step(elapsed, now, connected)
-
-    def delivered(self, send: Send, packets: int) -> None:
-        with self.lock:
-            self.session.delivered(send, packets)
-
-    def finished(self, elapsed: float, down: Outage | None) -> bool:
-        with self.lock:
-            return self.session.finished(elapsed, down)
-
-    def where(self) -> str:
-        with self.lock:
-            return self.session.where()
-
-
 class Follower(SessionDriver):
     """Follows ``trajectory`` on a connected :class:`Client`: a :class:`FollowSession`
-    driven on the client (:func:`~bcnp.host.sessions.driver.drive`); see the module docs."""
+    driven on the client (:func:`~bcnp.host.sessions.driver.drive`), which pulls the
+    client's telemetry and, if ``poses`` is given (a :class:`~bcnp.host.nt.pose.RobotPose`),
+    the robot's own poses into it at each step; see the module docs."""
 
     def __init__(
         self,
@@ -109,12 +84,13 @@ class Follower(SessionDriver):
         trajectory: Trajectory,
         limits: DriveLimits,
         *,
-        horizon: float = 0.2,
-        correct_for: float = 0.04,
-        settle: float = 2.0,
-        tolerance: float = 0.02,
+        horizon: float = HORIZON_S,
+        correct_for: float = CORRECT_FOR_S,
+        settle: float = SETTLE_S,
+        tolerance: float = TOLERANCE_M,
         step: float = TICK_S,
         recorder: TelemetryRecorder | None = None,
+        poses: Arrivals[StampedPose] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
@@ -127,10 +103,9 @@ class Follower(SessionDriver):
             tolerance=tolerance,
             command_spec=client.command_spec,
         )
-        self._lock = threading.Lock()
-        guarded = _Guarded(self.session, self._lock)
-        super().__init__(client, guarded, step=step, recorder=recorder, clock=clock, sleep=sleep)
-        self.recorder: TelemetryRecorder | None = recorder
+        super().__init__(
+            client, self.session, step=step, recorder=recorder, poses=poses, clock=clock, sleep=sleep
+        )
 
     @property
     def reference_time(self) -> float:
@@ -140,25 +115,9 @@ class Follower(SessionDriver):
     def outages(self) -> list[Outage]:
         return self.session.outages
 
-    def on_telemetry(self, packet: PacketView) -> None:
-        """The client's ``on_telemetry`` (its receive thread)."""
-        if self.recorder is not None:
-            self.recorder(packet)
-        now = self.clock()
-        with self._lock:
-            self.session.on_telemetry(packet, now)
-
-    def on_pose(self, pose: StampedPose) -> None:
-        """The robot's own pose (a :class:`~bcnp.host.nt.pose.RobotPose`'s ``on_pose``, on
-        its NetworkTables thread)."""
-        now = self.clock()
-        with self._lock:
-            self.session.on_pose(pose, now)
-
     def run(self, on_outage: Callable[[Outage], object] | None = None) -> FollowResult:
         self._drive(self.session.outages, on_outage)
         with contextlib.suppress(LinkDownError):
             self.client.stop()
         assert self.start is not None
-        with self._lock:
-            return self.session.result(self.clock() - self.start)
+        return self.session.result(self.clock() - self.start)

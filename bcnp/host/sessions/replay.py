@@ -33,107 +33,28 @@ loop every host session shares.
 
 from __future__ import annotations
 
-import csv
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...paths import PathCommand
-from ...schema import Message, MessageSpec, Schema
-from ...wire import PacketView
 from ..link.client import Client
-from ..link.keeper import STAMP_FIELD
-from .core.outages import Outage
-from .core.replay import LEAD_S, MIN_REMAINDER_MS, UDP_LEAD_S, ReplaySession, Schedule, due
+from .core.replay import (
+    LEAD_S,
+    MAX_AHEAD,
+    MIN_REMAINDER_MS,
+    SETTLE_S,
+    STEP_S,
+    UDP_LEAD_S,
+    ReplaySession,
+    Schedule,
+    due,
+)
+from .core.session import Outage
 from .driver import SessionDriver
+from .recorder import TelemetryRecorder
 
-__all__ = [
-    "LEAD_S",
-    "MIN_REMAINDER_MS",
-    "TELEMETRY_COLUMNS",
-    "Outage",
-    "Progress",
-    "Replay",
-    "ReplaySession",
-    "Schedule",
-    "TelemetryRecorder",
-    "UDP_LEAD_S",
-    "due",
-    "telemetry_spec",
-]
-
-#: Columns the recorder writes before the telemetry message's own fields ...
-TIME_COLUMN = "hostTimeS"
-#: ... and after them: the command the host had scheduled at that moment.
-COMMAND_COLUMNS = ("cmdVx", "cmdOmega")
-#: The DrivetrainTelemetry fields, which ``plot`` needs.
-TELEMETRY_COLUMNS = ("timestampMs", "leftVelocity", "rightVelocity", "leftPosition", "rightPosition")
-
-
-def telemetry_spec(schema: Schema, command: MessageSpec) -> MessageSpec | None:
-    """The robot's telemetry type: ``DrivetrainTelemetry``, else the first non-command type."""
-    names = {spec.name: spec for spec in schema.messages}
-    if "DrivetrainTelemetry" in names:
-        return names["DrivetrainTelemetry"]
-    return next((spec for spec in schema.messages if spec is not command), None)
-
-
-class TelemetryRecorder:
-    """Collects telemetry rows (called from the client's receive thread) and writes CSV.
-
-    Each row: host time (s from the first send; the samples of one packet are
-    back-dated from its arrival by their robot timestamps), the message's
-    fields, and the command the host had scheduled at that time.
-    """
-
-    def __init__(self, spec: MessageSpec, schedule: Schedule, clock: Callable[[], float] = time.monotonic):
-        self.spec = spec
-        self.schedule = schedule
-        self.clock = clock
-        self.start: float | None = None
-        self.rows: list[tuple[float | int, ...]] = []
-        self._lock = threading.Lock()
-        self._stamp = STAMP_FIELD in spec.field_names
-        self._stamp_index = spec.field_names.index(STAMP_FIELD) if self._stamp else 0
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (TIME_COLUMN, *self.spec.field_names, *COMMAND_COLUMNS)
-
-    def __call__(self, packet: PacketView) -> None:
-        now = self.clock()
-        if packet.spec is not self.spec or self.start is None or not len(packet):
-            return
-        arrived = now - self.start
-        messages: list[Message] = list(packet)
-        newest = messages[-1].raw[self._stamp_index] if self._stamp else 0
-        rows = []
-        for n, msg in enumerate(messages):
-            values = msg.as_dict()
-            if self._stamp:
-                t = arrived - (newest - msg.raw[self._stamp_index]) / 1000
-            else:
-                t = arrived - (len(messages) - 1 - n) * 0.02
-            command = self.schedule.command_at(t)
-            vx, omega = (command.vx, command.omega) if command is not None else (0.0, 0.0)
-            rows.append((round(t, 4), *values.values(), vx, omega))
-        with self._lock:
-            self.rows.extend(rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def write_csv(self, path: str | Path) -> int:
-        """Writes every row so far; returns the row count."""
-        with self._lock:
-            rows = list(self.rows)
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(self.columns)
-            writer.writerows(rows)
-        return len(rows)
+__all__ = ["LEAD_S", "MIN_REMAINDER_MS", "UDP_LEAD_S", "Outage", "Progress", "Replay", "ReplaySession", "due"]
 
 
 @dataclass
@@ -157,9 +78,9 @@ class Replay(SessionDriver):
         commands: Sequence[PathCommand],
         *,
         lead: float | None = None,
-        max_ahead: int = 150,
-        settle: float = 0.3,
-        step: float = 0.02,
+        max_ahead: int = MAX_AHEAD,
+        settle: float = SETTLE_S,
+        step: float = STEP_S,
         clear_first: bool = True,
         recorder: TelemetryRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -175,8 +96,9 @@ class Replay(SessionDriver):
             settle=settle,
             clear_first=clear_first,
         )
-        super().__init__(client, self.session, step=step, recorder=recorder, clock=clock, sleep=sleep)
-        self.recorder: TelemetryRecorder | None = recorder
+        super().__init__(
+            client, self.session, step=step, recorder=recorder, poses=None, clock=clock, sleep=sleep
+        )
         self.outages: list[Outage] = []
 
     @property

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ....paths import DriveLimits, Trajectory
 from ....schema import Message, MessageSpec
 from ....wire import PacketView
-from .outages import Outage, Send
+from .session import Outage, Send, StampedPose
 
 if TYPE_CHECKING:
     from wpimath.geometry import Pose2d
@@ -26,6 +25,14 @@ __all__ = ["FollowResult", "FollowSession", "StampedPose"]
 #: The robot acts on a command at its next tick: on average half a tick after it arrives.
 HALF_TICK_S = 0.01
 TICK_S = 0.02
+#: Seconds of the plan sent on each telemetry packet (CLEAR_QUEUE): what runs at most when the
+#: host goes quiet, under the robot's 200 ms link timeout ...
+HORIZON_S = 0.2
+#: ... of which the correction's share, then the reference's own speeds.
+CORRECT_FOR_S = 0.04
+#: At the end: the most seconds spent driving for the end point, and how near is there (m).
+SETTLE_S = 2.0
+TOLERANCE_M = 0.02
 #: At rest: the robot's reported speeds below these.
 REST_MPS = 0.03
 REST_RADPS = 0.1
@@ -53,30 +60,6 @@ RESUME_MAX_S = 1.0
 #: poses kept until the telemetry sample of their tick arrives, at most.
 HISTORY = 100
 POSES_PENDING = 50
-_UINT32 = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class StampedPose:
-    """The robot's own pose, as it offers it on ``Network/Pose``: x, y (m) and heading (rad) of
-    its odometry (on the gyro's heading), and ``stamp_ms``, the FPGA time (ms) of the tick it
-    was taken in, the ``timestampMs`` of that tick's DrivetrainTelemetry sample. Relative to
-    where the robot's odometry started (where the robot program started)."""
-
-    x: float
-    y: float
-    heading: float
-    stamp_ms: int
-
-    @classmethod
-    def from_array(cls, values: Sequence[float]) -> StampedPose | None:
-        """From ``Network/Pose``'s ``[x, y, heading, timestampMs]``; None for anything else."""
-        if len(values) < 4 or not all(math.isfinite(v) for v in values[:4]):
-            return None
-        x, y, heading, stamp = values[:4]
-        if not (0 <= stamp <= _UINT32 and stamp == int(stamp)):
-            return None
-        return cls(float(x), float(y), float(heading), int(stamp))
 
 
 @dataclass
@@ -104,7 +87,7 @@ class _Sample:
 
 class FollowSession:
     """Follows ``trajectory``: the sans-I/O core of :class:`~bcnp.host.sessions.follow.Follower` (a
-    :class:`~bcnp.host.sessions.core.outages.Session`; see the module docs). It takes the robot's
+    :class:`~bcnp.host.sessions.core.session.Session`; see the module docs). It takes the robot's
     telemetry with the moment it arrived (:meth:`on_telemetry`), and the robot's own pose
     when it offers it (:meth:`on_pose`), and answers, at each step, the plan to send.
 
@@ -120,10 +103,10 @@ class FollowSession:
         trajectory: Trajectory,
         limits: DriveLimits,
         *,
-        horizon: float = 0.2,
-        correct_for: float = 0.04,
-        settle: float = 2.0,
-        tolerance: float = 0.02,
+        horizon: float = HORIZON_S,
+        correct_for: float = CORRECT_FOR_S,
+        settle: float = SETTLE_S,
+        tolerance: float = TOLERANCE_M,
         command_spec: MessageSpec,
     ) -> None:
         from wpimath.controller import LTVUnicycleController

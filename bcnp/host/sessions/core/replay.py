@@ -19,9 +19,20 @@ from itertools import accumulate
 
 from ....paths import PathCommand
 from ....schema import Message, MessageSpec
-from .outages import EndedDown, Outage, Send
+from ....wire import PacketView
+from .session import EndedDown, Outage, Send, StampedPose
 
-__all__ = ["LEAD_S", "MIN_REMAINDER_MS", "UDP_LEAD_S", "ReplaySession", "Schedule", "due"]
+__all__ = [
+    "LEAD_S",
+    "MAX_AHEAD",
+    "MIN_REMAINDER_MS",
+    "SETTLE_S",
+    "STEP_S",
+    "UDP_LEAD_S",
+    "ReplaySession",
+    "Schedule",
+    "due",
+]
 
 #: Seconds of commands kept sent ahead of the robot over TCP ...
 LEAD_S = 1.0
@@ -31,6 +42,12 @@ UDP_LEAD_S = 0.15
 #: A command cut by an outage resumes with what is left of it when at least this
 #: much is (one robot tick); less is dropped and the next command is sent.
 MIN_REMAINDER_MS = 20
+#: Most commands sent ahead of the one running: the robot's queue holds 200.
+MAX_AHEAD = 150
+#: Seconds the session waits after the path's end for the robot to run it.
+SETTLE_S = 0.3
+#: Seconds between two steps of the loop that drives a session: one robot tick.
+STEP_S = 0.02
 
 
 class Schedule:
@@ -71,7 +88,7 @@ def due(schedule: Schedule, sent: int, elapsed: float, lead: float, max_ahead: i
 
 class ReplaySession:
     """A path streamed on the :func:`due` schedule, riding through lost links: the sans-I/O
-    core of :class:`Replay` (a :class:`~bcnp.host.sessions.core.outages.Session`; see the module docs)."""
+    core of :class:`Replay` (a :class:`~bcnp.host.sessions.core.session.Session`; see the module docs)."""
 
     def __init__(
         self,
@@ -79,8 +96,8 @@ class ReplaySession:
         command_spec: MessageSpec,
         *,
         lead: float,
-        max_ahead: int = 150,
-        settle: float = 0.3,
+        max_ahead: int = MAX_AHEAD,
+        settle: float = SETTLE_S,
         clear_first: bool = True,
     ) -> None:
         if lead <= 0 or max_ahead < 1:
@@ -102,6 +119,12 @@ class ReplaySession:
     def end(self) -> float:
         """Session seconds at which the path has run, settle included."""
         return self.schedule.total + self.settle
+
+    def on_telemetry(self, packet: PacketView, now: float) -> None:
+        pass  # open loop: the schedule alone says what to send
+
+    def on_pose(self, pose: StampedPose, now: float) -> None:
+        pass
 
     def went(self, outage: Outage, elapsed: float) -> None:
         pass  # nothing is sent while the link is down; the clock runs on

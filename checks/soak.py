@@ -1,10 +1,10 @@
 """Random link faults for N minutes against the headless sim, with a host replaying all along.
 
-    python -m benchmarks.soak --minutes N [--seed S] [--path FILE] [--transport both|tcp|udp]
-                              [--loss P] [--rss-every S] [--log-dir DIR] [--json OUT]
+    python -m checks.soak --minutes N [--seed S] [--path FILE] [--transport both|tcp|udp]
+                          [--loss P] [--rss-every S] [--log-dir DIR] [--json PATH]
 
 The real robot program runs headless (``benchmarks.harness.sim.SimRobot``) behind a
-:class:`bcnp.host.proxy.fault_proxy.Proxy` with the benchmarks' field profile
+:class:`bcnp.host.proxy.fault_proxy.Proxy` with the harness's field profile
 (``benchmarks.harness.rig.FIELD``:
 5 ms ± 3 ms, 7 Mbit/s, 1 % UDP loss; ``--loss`` changes the loss). A host
 thread replays a path (default ``paths/figure8.csv``) through the proxy in a
@@ -59,7 +59,6 @@ with the robot's logs and output, for a failure to be looked into.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -77,15 +76,16 @@ from bcnp.defaults import LINK_TIMEOUT_S
 from bcnp.host.link.client import Client, LinkClosedError, LinkError, LinkStatus, ReconnectPolicy
 from bcnp.host.proxy.core.faults import Faults
 from bcnp.host.proxy.fault_proxy import Proxy
-from bcnp.host.sessions.core.outages import LinkWatch
+from bcnp.host.sessions.core.session import LinkWatch
 from bcnp.host.sessions.replay import Replay
 from bcnp.paths import PathCommand, load_path
+from benchmarks.harness import ROOT
 from benchmarks.harness.judge import Plan, early, judge, late, spread, tag_paths, unknown
 from benchmarks.harness.rig import FIELD, Rig
 from benchmarks.harness.robotlog import LOG_WRITE_S, read_command_starts
 from benchmarks.harness.sim import SimRobot
+from benchmarks.report import add_json_argument, write_json
 
-ROOT = Path(__file__).resolve().parent.parent
 PATH = ROOT / "paths" / "figure8.csv"
 
 #: The host keeps reconnecting for this long before it gives up (a failure).
@@ -218,7 +218,7 @@ class Soak:
 
 class _LinkEvents:
     """A client's ``on_link_change``: records each loss (dated when the robot was last heard,
-    by the sessions' own :class:`~bcnp.host.sessions.core.outages.LinkWatch`) and each reconnect."""
+    by the sessions' own :class:`~bcnp.host.sessions.core.session.LinkWatch`) and each reconnect."""
 
     def __init__(self, soak: Soak, loop: int, transport: str) -> None:
         self.soak, self.loop, self.transport = soak, loop, transport
@@ -297,14 +297,14 @@ def host_loop(soak: Soak, rig: Rig, variants: list[list[PathCommand]], transport
             soak.client = None
             if client is not None:
                 client.close()
-                run.callback_errors = client.callback_errors
+                run.callback_errors = client.link.callback_errors
         run.end_wall = time.time()
         with soak.lock:
             soak.loops.append(run)
         if run.outcome not in ("completed", "ended down"):
             soak.fail(f"host loop {k} ({transport}): {run.outcome}: {run.error}")
         if run.callback_errors:
-            last = None if client is None else client.last_callback_error
+            last = None if client is None else client.link.last_callback_error
             soak.fail(f"host loop {k}: {run.callback_errors} callback error(s): {last!r}")
         soak.note(
             f"host: loop {k} {run.outcome}: {run.outages} outage(s), {run.dropped} dropped, "
@@ -671,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rss-every", type=float, default=5.0, metavar="S", help="RSS sample period (5 s)")
     parser.add_argument("--log-dir", type=Path, help="where the logs go (default: a new folder under /tmp)")
-    parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    add_json_argument(parser, "report")
     args = parser.parse_args(argv)
     if args.minutes <= 0:
         parser.error("--minutes must be > 0")
@@ -735,8 +735,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["failures"] = list(soak.failures)
     print(summary(report))
     print(f"logs: {log_dir}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(report, args.json)
     for failure in report["failures"]:
         print(f"FAIL: {failure}")
     print("OK" if not report["failures"] else f"{len(report['failures'])} check(s) failed")

@@ -1,31 +1,36 @@
-"""A host session over a link that may drop: the outage layer and the socket loop, written once.
+"""What every host session's core shares, sans-I/O: the :class:`Session` it answers as, outages.
 
 A *session* is what a host tool does with a robot over time: replay a path
 (:mod:`~bcnp.host.sessions.replay`), follow a trajectory (:mod:`~bcnp.host.sessions.follow`). Its
 core is sans-I/O, as the link state machine is: it is told what happened (the
-link went, a new connection is up, time passed) and answers what to send. Two
-pieces serve every session:
+robot's telemetry and pose arrived, the link went, a new connection is up, time
+passed) and answers what to send. Two pieces serve every session:
 
 * :class:`LinkWatch` turns the client's successive :class:`LinkStatus` into
   outages (:class:`Outage`): when the robot was last heard, why the link went,
-  when a new connection came up. The soak benchmark dates its outages with it too.
+  when a new connection came up. The soak check dates its outages with it too.
 * :class:`Session` is what a session's core answers; :func:`bcnp.host.sessions.driver.drive`
-  is the one loop that asks the client for its status, tells the session, sends
-  what it answers and sleeps a step.
+  is the one loop that, at each step, pulls what has arrived (telemetry, poses) into
+  the session, asks the client for its status, tells the session, sends what it
+  answers and sleeps a step. Nothing is pushed into a session from another thread.
 
 No sockets, threads or clocks here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ....schema import Message
+from ....wire import PacketView
 from ...link.core.state import LinkStatus
 
-__all__ = ["EndedDown", "LinkWatch", "Outage", "Send", "Session"]
+__all__ = ["EndedDown", "LinkWatch", "Outage", "Send", "Session", "StampedPose"]
+
+_UINT32 = 0xFFFFFFFF
 
 
 @dataclass
@@ -112,7 +117,36 @@ class EndedDown(Exception):
     """A session that had to end while the link was down (``str``: the outage)."""
 
 
+@dataclass(frozen=True)
+class StampedPose:
+    """The robot's own pose, as it offers it on ``Network/Pose``: x, y (m) and heading (rad) of
+    its odometry (on the gyro's heading), and ``stamp_ms``, the FPGA time (ms) of the tick it
+    was taken in, the ``timestampMs`` of that tick's DrivetrainTelemetry sample. Relative to
+    where the robot's odometry started (where the robot program started)."""
+
+    x: float
+    y: float
+    heading: float
+    stamp_ms: int
+
+    @classmethod
+    def from_array(cls, values: Sequence[float]) -> StampedPose | None:
+        """From ``Network/Pose``'s ``[x, y, heading, timestampMs]``; None for anything else."""
+        if len(values) < 4 or not all(math.isfinite(v) for v in values[:4]):
+            return None
+        x, y, heading, stamp = values[:4]
+        if not (0 <= stamp <= _UINT32 and stamp == int(stamp)):
+            return None
+        return cls(float(x), float(y), float(heading), int(stamp))
+
+
 class Session(Protocol):
+    def on_telemetry(self, packet: PacketView, now: float) -> None:
+        """A telemetry packet from the robot, which arrived at ``now`` (the session's clock)."""
+
+    def on_pose(self, pose: StampedPose, now: float) -> None:
+        """The robot's own pose (``Network/Pose``), which arrived at ``now``."""
+
     def went(self, outage: Outage, elapsed: float) -> None:
         """The link went (the robot stopped when it stopped hearing us: ``outage.lost_at``)."""
 

@@ -1,6 +1,6 @@
 """Fuzz the robot's receive path: StreamParser -> Dispatcher -> MessageQueue, and the handshake gate.
 
-    python -m benchmarks.fuzz [--inputs N] [--seed S] [--replay I] [--atheris]
+    python -m checks.fuzz [--inputs N] [--seed S] [--replay I] [--atheris]
 
 By default N (1,000,000) inputs come from a seeded generator that needs only
 the standard library, so a run is reproducible: input ``I`` of seed ``S`` is
