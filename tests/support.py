@@ -81,6 +81,11 @@ class ClockReader:
         wait_until(lambda: self.reads >= target, timeout, what=f"{reads} more clock reads")
 
 
+#: Seconds between two reads of the data log while a test waits for its writer thread: a read
+#: of a log that holds every earlier test's robot takes milliseconds of CPU.
+LOG_POLL_S = 0.02
+
+
 def wait_until(
     predicate: Callable[[], object],
     timeout: float = 5.0,
@@ -95,7 +100,8 @@ def wait_until(
     The pause between polls starts at ``first_poll`` and doubles up to 2 ms: a
     shorter first one ends a wait for a packet on loopback (a tenth of a
     millisecond) sooner, but polls while the other thread is still at it, so
-    ``predicate`` must not be true before that thread is done.
+    ``predicate`` must not be true before that thread is done. A longer one stays
+    that long: a predicate that costs milliseconds (reading a data log) is asked less often.
     """
     deadline = time.monotonic() + timeout
     pause = first_poll
@@ -103,7 +109,7 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(pause)
-        pause = min(2 * pause, 0.002)
+        pause = min(2 * pause, max(first_poll, 0.002))
 
 
 def stepping_sleep(

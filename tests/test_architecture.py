@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -245,6 +246,7 @@ def _library_imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     paths = sorted(LIBRARY.rglob("*.py"))
     modules = {_module_name(p) for p in paths}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import wpilib
-from support import wait_until
+from support import LOG_POLL_S, wait_until
 from test_robot import Sim, cmd
 from wpiutil.log import DataLogReader, StringLogEntry
 
@@ -95,7 +95,9 @@ def read_log_after(text: str, ready: Callable[[Log], bool]) -> Log:
         return ready(seen[0])
 
     try:
-        wait_until(caught_up, timeout=15.0, what="the data log to be written")  # its writer shares the cores
+        wait_until(
+            caught_up, timeout=15.0, what="the data log to be written", first_poll=LOG_POLL_S
+        )  # shared cores
     except AssertionError as exc:  # what the reads saw: the mark never, or never what follows it
         logs = [(f.name, f.stat().st_size) for f in Path(wpilib.DataLogManager.getLogDir()).glob("*.wpilog")]
         after = {name: len(values) for name, values in seen[0].items()} if seen else None

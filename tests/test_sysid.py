@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import wpilib
-from support import wait_until
+from support import LOG_POLL_S, wait_until
 from test_autonomous import choose, running, still
 from test_recording import mark
 from test_robot import TICK, Physics, Sim, cmd, wiring  # noqa: F401  (wiring: each drivetrain wiring)
@@ -104,7 +104,7 @@ def read_routine(after: str, done: int) -> Routine:
         found[:] = [routine]
         return routine is not None and routine.states.count("none") >= done
 
-    wait_until(written, what="the SysId entries to be written")
+    wait_until(written, what="the SysId entries to be written", first_poll=LOG_POLL_S)
     return found[0]
 
 

@@ -77,14 +77,19 @@ def a_plain_test(module: Path) -> str:
 @pytest.fixture(scope="module")
 def tiers(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[str]]:
     """What ``robotpy test`` collects: the deploy tier, with a cache that measured one test of
-    :data:`MEASURED_MODULE` as long; and everything (``BCNP_TEST_ALL=1``)."""
+    :data:`MEASURED_MODULE` as long; and, with ``BCNP_TEST_ALL=1``, a module of the full suite
+    and the deploy tier's heavy cases (asked for by path: a whole collection is seconds of CPU)."""
     env = {name: "" for name in (TIER_ENV, ALL_ENV)}
     cache = tmp_path_factory.mktemp("cache")
     entry = cache / "v" / DURATIONS
     entry.parent.mkdir(parents=True)
     entry.write_text(json.dumps({a_plain_test(MEASURED_MODULE): 1000.0}), encoding="utf-8")
     deploy = collected_ids("-o", f"cache_dir={cache}", env=env)
-    return deploy, collected_ids(env={**env, ALL_ENV: "1"})
+    return deploy, collected_ids(*ALL_PROBE, env={**env, ALL_ENV: "1"})
+
+
+#: What the ``BCNP_TEST_ALL=1`` collection asks for: a module outside the deploy tier, and one in it.
+ALL_PROBE = ("tests/test_tiers.py", "tests/deploy/test_wire.py")
 
 
 def test_robotpy_test_runs_the_deploy_folder_and_everything_when_asked(
@@ -92,7 +97,7 @@ def test_robotpy_test_runs_the_deploy_folder_and_everything_when_asked(
 ) -> None:
     deploy, everything = tiers
     assert set(modules(deploy)) == modules_in(DEPLOY)
-    assert set(modules(everything)) == modules_in(TESTS)
+    assert set(modules(everything)) == set(ALL_PROBE)  # the full suite's module is no longer left out
     assert modules_in(DEPLOY) < modules_in(TESTS)
 
 

@@ -35,7 +35,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support import wait_until
+from support import LOG_POLL_S, wait_until
 
 from bcnp.host import Client, ReconnectPolicy
 from benchmarks.harness import ROOT
@@ -228,7 +228,12 @@ def test_the_robot_runs_from_its_upload_set_with_only_its_requirements(
         def logged() -> list[float]:
             return command_vx(logs)
 
-        wait_until(lambda: HOST_VX in logged(), timeout=10.0, what="the host's command in the robot's log")
+        wait_until(
+            lambda: HOST_VX in logged(),
+            timeout=10.0,
+            what="the host's command in the robot's log",
+            first_poll=LOG_POLL_S,
+        )
     output = robot.output(200)
     assert f"Enabling '{PATH_MODE}'" in output, output
     assert "Traceback" not in output and "cannot play its path" not in output, output
