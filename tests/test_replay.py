@@ -237,6 +237,7 @@ def test_the_sessions_loop_pulls_the_telemetry_into_the_session_on_its_own_threa
         return encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, ms)])
 
     with Client(schema, "127.0.0.1", robot.server.port, clock=robot.clock) as client:
+        wait_until(lambda: robot.server.status().handshaken, what="the robot to take the controller")
         assert robot.server.send(packet(1))  # before the session started: fed, not recorded
         wait_until(lambda: client.link.telemetry_packets == 1, what="telemetry")
         session = Listening([PathCommand(0.5, 0.0, 100)], client.command_spec, lead=1.0, settle=0.1)
