@@ -1,4 +1,4 @@
-"""Replaying a path file: commands streamed just in time, telemetry recorded to CSV.
+"""Replaying a path file: commands streamed just in time, the telemetry recorded if asked.
 
 The robot's queue holds 200 commands and drops the link after 200 ms without
 a packet, so a long path is neither sent at once (it would overflow) nor
@@ -28,7 +28,8 @@ down are dropped, never run late; each outage is an :class:`Outage`.
 
 The decisions are :class:`~bcnp.host.sessions.core.replay.ReplaySession`'s (sans-I/O);
 :class:`Replay` drives it on a client with :func:`~bcnp.host.sessions.driver.drive`, the
-loop every host session shares.
+loop every host session shares; a :class:`~bcnp.host.sessions.recorder.TelemetryRecorder`
+given as ``recorder`` gets the telemetry that loop pulls.
 """
 
 from __future__ import annotations
