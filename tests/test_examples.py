@@ -502,8 +502,10 @@ def test_a_run_through_a_1s_link_drop_runs_nothing_late(coprocessor: Path, robot
     gap, last, resumed = max((b - a, a, b) for a, b in itertools.pairwise(times))
     assert gap >= 0.5, f"the robot never went without packets: longest gap {gap:.3f} s"
     # The link was back with the first packet after the silence, or with the command it started,
-    # which the robot's log may show first (see Log.packets).
-    back = min([resumed, *(s.wall_time for s in starts if s.wall_time > last)])
+    # which the robot's log may show first (see Log.packets). A command queued before the silence
+    # may start within the link timeout after the last packet, as planned: that is not the link
+    # back (the robot stops at the timeout, its queue cleared, and starts nothing until then).
+    back = min([resumed, *(s.wall_time for s in starts if s.wall_time > last + LINK_TIMEOUT_S)])
     # The robot stops at the tick that finds the link timed out (a stop skips the acceleration
     # limits), or had stopped already (a loss of the machine's own just before, whose resume the
     # robot never started), and drives nothing until the link is back: it stood still then, told
