@@ -51,6 +51,10 @@ START_POSE = Pose2d(6.0, 4.0, Rotation2d())
 TRAIL_EVERY = 5
 TRAIL_LENGTH = 600
 
+#: Under ``robotpy sim``, NetworkTables serves from here on, on its own port, before the robot
+#: is built (its constructor would start one on 5810).
+SERVING_EARLY = nt.serve_before_the_robot(read().nt_port, SIM_DIR, sys.argv)
+
 
 def drive_motor() -> DCMotor:
     """One drive motor: a CIM (or a NEO with ``SPARKMAX_BRUSHLESS`` on the SPARK MAX wiring)."""
@@ -95,8 +99,6 @@ class PhysicsEngine:
         self.elapsed = 0.0
         self._pending = 0.0  # simulated time not yet stepped (less than one device step)
 
-        nt.move_persistence_out_of(PROJECT_DIR, SIM_DIR)
-        nt.move_server(settings.nt_port, SIM_DIR)
         self._auto_mode = nt.select_autonomous_mode(settings.auto_mode)
         if settings.starts_autonomous(sys.argv):
             wsim.DriverStationSim.setDsAttached(True)

@@ -3,46 +3,32 @@ the autonomous mode picked before the first tick."""
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import ntcore
 import wpilib
 
 
-def move_persistence_out_of(project: Path, sim_dir: Path) -> None:
-    """``robotpy sim`` starts its NetworkTables server with an empty ``networktables.json`` in
-    the current directory, which deploy would upload to the robot. Restart the server with its
-    file under ``sim_dir`` and remove the empty file. Anything else (a file with content, a
-    server started elsewhere, pyfrc's local mode) is left alone."""
+def serve_before_the_robot(port: int | None, sim_dir: Path, argv: Sequence[str]) -> bool:
+    """Starts the simulator's NetworkTables server on ``port`` (5810 when None, NT3's 1735
+    closed), its file under ``sim_dir``, before the robot is built; True if it did.
+
+    ``robotpy sim`` loads physics.py before it builds the robot, and the robot's constructor
+    (WPILib's RobotBase) starts a server on 5810 with ``networktables.json`` in the current
+    directory, which deploy would upload. A server already started makes that call do
+    nothing, so a sim on a port of its own never holds 5810, even for a moment, and leaves no
+    file behind. Only under ``robotpy sim``: pyfrc's tests load physics.py too, then run
+    NetworkTables locally, with no server."""
+    if "sim" not in argv[1:]:
+        return False
     inst = ntcore.NetworkTableInstance.getDefault()
-    stray = Path.cwd() / "networktables.json"
-    if Path.cwd().resolve() == sim_dir.resolve():
-        return  # run.py sim already runs in .sim/
-    if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
-        return
-    try:
-        if stray.read_text().strip() != "[]":
-            return
-    except OSError:
-        return
+    if inst.getNetworkMode() != ntcore.NetworkTableInstance.NetworkMode.kNetModeNone:
+        return False
     sim_dir.mkdir(exist_ok=True)
-    inst.stopServer()
-    inst.startServer(str(sim_dir / "networktables.json"))
-    with contextlib.suppress(OSError):
-        stray.unlink()
-
-
-def move_server(port: int | None, sim_dir: Path) -> None:
-    """Serve NetworkTables on ``port`` instead of 5810 (NT3's 1735 closed), so several
-    simulated robots each serve their own keys."""
-    if port is None:
-        return
-    inst = ntcore.NetworkTableInstance.getDefault()
-    if not inst.getNetworkMode() & ntcore.NetworkTableInstance.NetworkMode.kNetModeServer:
-        return  # pyfrc's local mode: no server to move
-    inst.stopServer()
-    inst.startServer(str(sim_dir / "networktables.json"), "", 0, port)
+    port4 = port or ntcore.NetworkTableInstance.kDefaultPort4
+    inst.startServer(str(sim_dir / "networktables.json"), "", 0, port4)
+    return True
 
 
 def select_autonomous_mode(name: str) -> ntcore.StringPublisher | None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import rev
@@ -17,6 +20,7 @@ from wpimath.system.plant import DCMotor
 
 import constants
 from benchmarks.harness import ROOT
+from benchmarks.harness.ports import free_port
 from sim import settings
 from sim.sensors import DelayLine, FpgaEncoderRate, RevVelocityFilter
 
@@ -34,6 +38,37 @@ def test_every_sim_variable_is_read_in_one_module_and_listed_in_one_table() -> N
     sources += [*(ROOT / "autonomous").glob("*.py")]
     literal = re.compile(r"[\"']BCNP_SIM_")
     assert [p.name for p in sources if p.name != "settings.py" and literal.search(p.read_text())] == []
+
+
+_SERVE = """
+import socket, sys
+from pathlib import Path
+import ntcore
+sys.path.insert(0, sys.argv[1])
+from sim import nt
+port, sim_dir = int(sys.argv[2]), Path(sys.argv[3])
+inst = ntcore.NetworkTableInstance.getDefault()
+assert not nt.serve_before_the_robot(port, sim_dir, ["robotpy", "test"])
+assert inst.getNetworkMode() == ntcore.NetworkTableInstance.NetworkMode.kNetModeNone
+assert nt.serve_before_the_robot(port, sim_dir, ["robotpy", "sim", "--nogui"])
+inst.startServer()  # what WPILib's RobotBase does next, on 5810 with a file in the cwd
+socket.create_connection(("127.0.0.1", port), timeout=5).close()
+print("served")
+"""
+
+
+def test_the_sim_serves_networktables_on_its_own_port_before_the_robot_is_built(tmp_path: Path) -> None:
+    """Under ``robotpy sim`` the server starts on the sim's port (a free one here) before the
+    robot's constructor asks for the default one, which then does nothing: nothing written
+    to the current directory, the file under the sim's folder. Under ``robotpy test``
+    nothing starts (pyfrc runs NetworkTables locally)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    args = [sys.executable, "-c", _SERVE, str(ROOT), str(free_port()), str(tmp_path / ".sim")]
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "served" in done.stdout, done.stderr
+    assert list(cwd.iterdir()) == []
+    assert (tmp_path / ".sim").is_dir()
 
 
 @pytest.mark.parametrize(

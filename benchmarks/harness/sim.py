@@ -15,9 +15,9 @@ on a port of its own and its ``.wpilog`` in a folder of its own::
 
 Ports. BCNP uses one number for TCP and UDP; ``port=0`` picks one that is free
 for both (bound on all interfaces, as the robot binds it) and keeps it across
-restarts. NetworkTables: ``robotpy sim`` starts its server on 1735 and 5810; each
-SimRobot moves it to a free port of its own (``nt_port``, through ``BCNP_SIM_NT_PORT``:
-physics.py restarts the server there, NT3 closed), so several run side by side, beside
+restarts. NetworkTables: each SimRobot serves it on a free port of its own (``nt_port``,
+through ``BCNP_SIM_NT_PORT``: physics.py starts the server there before the robot is built,
+so 5810 is never bound, even for a moment; NT3 closed), so several run side by side, beside
 a user's sim too, and a reader of one robot's keys (:class:`~.truth.FieldPose`, ``bcnp
 monitor --port``, ``send --nt-port``) never reaches another. Without ``--nogui`` no HAL sim
 extension (websockets, DS socket) is loaded, so nothing else is bound.
