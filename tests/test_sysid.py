@@ -471,22 +471,25 @@ def test_headless_the_variable_picks_a_sysid_mode_and_the_error_keys_read_0_in_i
             every = ntcore.PubSubOptions(sendAll=True, pollStorage=10_000)
             numbers = {
                 name: client.getDoubleTopic(f"/SmartDashboard/Network/{name}").subscribe(math.nan, every)
-                for name in ("VxError", "WError", "ActualVx")
+                for name in ("VxError", "WError", "ActualVx", "ActualW")
             }
             status = client.getStringTopic(f"/SmartDashboard/{sysid.STATUS_KEY}").subscribe("", every)
             client.startClient4("test-sysid")
             client.setServer("127.0.0.1", robot.nt_port)
             statuses: list[ntcore.TimestampedString] = []
+            values: dict[str, list[ntcore.TimestampedDouble]] = {name: [] for name in numbers}
 
-            def ended() -> bool:
+            def ended_and_one_more_tick() -> bool:
                 statuses.extend(status.readQueue())
-                return any(s.value.startswith(f"{mode}: ended") for s in statuses)
+                for name, sub in numbers.items():
+                    values[name] += sub.readQueue()
+                end = next((s.serverTime for s in statuses if s.value.startswith(f"{mode}: ended")), None)
+                return end is not None and sum(v.serverTime >= end for v in values["ActualW"]) >= 2
 
             try:
-                wait_until(ended, timeout=60.0, what=f"{mode} to end")
+                wait_until(ended_and_one_more_tick, timeout=60.0, what=f"{mode} to end")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}: {[s.value for s in statuses]}\n{robot.output(30)}") from None
-            values = {name: sub.readQueue() for name, sub in numbers.items()}
         finally:
             for sub in (*numbers.values(), status):
                 sub.close()
@@ -495,8 +498,11 @@ def test_headless_the_variable_picks_a_sysid_mode_and_the_error_keys_read_0_in_i
     assert f"Enabling '{mode}'" in output and "Traceback" not in output, output
     assert statuses[0].value == f"{mode}: running", [s.value for s in statuses]
     end = next(s.serverTime for s in statuses if s.value.startswith(f"{mode}: ended"))
-    # The keys of the tick that ended the test are written a moment after the status, and a
-    # tick (20 ms) before the next tick's.
-    during = {name: [v.value for v in queue if v.serverTime < end + 10_000] for name, queue in values.items()}
+    # The keys of the tick that ended the test are written after the status, ActualW (the gyro's
+    # noisy rate: new every tick) before the errors; the next tick's ActualW comes after them.
+    # A loop catching up after the machine held it runs the next tick at once, so only the
+    # order tells the ticks apart, not a time.
+    next_tick = sorted(v.serverTime for v in values["ActualW"] if v.serverTime >= end)[1]
+    during = {name: [v.value for v in queue if v.serverTime < next_tick] for name, queue in values.items()}
     assert max(during["ActualVx"]) > 0.5, during["ActualVx"]
     assert set(during["VxError"]) == {0.0} and set(during["WError"]) == {0.0}, during
