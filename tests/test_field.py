@@ -326,5 +326,7 @@ def test_no_command_runs_late_after_a_link_loss(field_robot: SimRobot, transport
     stopped = loop.stopped_after(after[-1].wall_time)
     assert indexes[-1] == last or (stopped is not None and stopped >= end - CLOCK_ERROR_S), (
         f"after the drop the robot started {indexes}, and stood still "
-        f"{'never' if stopped is None else f'{stopped - end:+.3f} s after the path was over'}"
+        f"{'never' if stopped is None else f'{stopped - end:+.3f} s after the path was over'}; "
+        f"its last packets {[round(t - end, 3) for t in loop.packets if t > end - 1.0]} s and link losses "
+        f"{[round(t - end, 3) for t in loop.lost if t > end - 1.0]} s from the path's end"
     )
