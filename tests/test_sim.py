@@ -41,7 +41,7 @@ def test_every_sim_variable_is_read_in_one_module_and_listed_in_one_table() -> N
 
 
 _SERVE = """
-import socket, sys
+import socket, sys, time
 from pathlib import Path
 import ntcore
 sys.path.insert(0, sys.argv[1])
@@ -52,7 +52,15 @@ assert not nt.serve_before_the_robot(port, sim_dir, ["robotpy", "test"])
 assert inst.getNetworkMode() == ntcore.NetworkTableInstance.NetworkMode.kNetModeNone
 assert nt.serve_before_the_robot(port, sim_dir, ["robotpy", "sim", "--nogui"])
 inst.startServer()  # what WPILib's RobotBase does next, on 5810 with a file in the cwd
-socket.create_connection(("127.0.0.1", port), timeout=5).close()
+deadline = time.monotonic() + 30  # ntcore listens from its own thread, a moment later
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
 print("served")
 """
 
