@@ -16,7 +16,8 @@ joystick 0. The GUI saves window changes to ``.sim/``, never to the project.
 test modules, the longest first: how long a module is comes from what its tests took in
 the last run (kept in pytest's cache, ``.pytest_cache/``), or in a fresh clone from what
 they use (tests/conftest.py). PYTEST ARGS go after the task's own: ``-n 0`` runs serially,
-a path or ``-k`` picks tests.
+a path or ``-k`` picks tests. It writes bytecode even with ``PYTHONDONTWRITEBYTECODE`` set
+(:func:`test_environment`).
 
 Outside a virtual environment, everything goes into ``.venv/`` in this folder
 (created on first use; ``robotpy deploy`` skips dot-folders). Inside one
@@ -364,6 +365,16 @@ def sim_environment(args: list[str], env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def test_environment(env: dict[str, str]) -> dict[str, str]:
+    """The suite's environment: bytecode is written (``__pycache__/``: ignored by git, never
+    uploaded by deploy) even where ``PYTHONDONTWRITEBYTECODE`` is set, or every worker, robot
+    simulator and host tool the suite starts compiles the same sources again, and pytest
+    rewrites every test module in each worker."""
+    env = dict(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - say so plainly on an old Python
         return fail(f"needs Python 3.11 or newer, this is {sys.version.split()[0]}")
@@ -380,6 +391,8 @@ def main(argv: list[str]) -> int:
     if task == "sim":
         cwd, args = sim_command(ROOT, str(python), rest)
         env = sim_environment(rest, env)
+    if task == "test":
+        env = test_environment(env)
     return supervisor.run(args, cwd, env, shield=task == "sim")
 
 

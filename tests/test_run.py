@@ -61,6 +61,11 @@ def test_a_headless_sim_starts_in_autonomous_unless_told_otherwise() -> None:
     assert run.sim_environment([], {}) == {}  # the GUI sim starts disabled: it has the buttons
 
 
+def test_the_suite_writes_bytecode_whatever_the_environment_says() -> None:
+    assert run.test_environment({"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}) == {"PATH": "/bin"}
+    assert run.test_environment({}) == {}
+
+
 def test_the_sim_autonomous_switch_enables_the_simulated_robot(control, robot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """What physics.py does with BCNP_SIM_AUTONOMOUS=1: the simulated driver station is
     attached, in autonomous, enabled, with no test stepping it there."""
