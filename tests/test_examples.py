@@ -219,24 +219,14 @@ class Log:
         return LoopLog(ticks, [(t, v, w) for (t, v), (_, w) in zip(vx, omega, strict=False)])
 
 
-_GETTERS = {
-    "double": "getDouble",
-    "double[]": "getDoubleArray",
-    "int64": "getInteger",
-    "boolean": "getBoolean",
-    "string": "getString",
-}
-
-
 def read_log(log_dir: Path) -> Log:
     entries: dict[str, list[tuple[float, Any]]] = {}
     for path in sorted(log_dir.glob("*.wpilog")):
         clock = log_clock(path)
         if clock is None:
             continue
-        for name, kind, stamp, record in records(path):
-            if kind in _GETTERS:
-                entries.setdefault(name, []).append((clock.wall(stamp), getattr(record, _GETTERS[kind])()))
+        for name, _, stamp, value in records(path):
+            entries.setdefault(name, []).append((clock.wall(stamp), value))
     return Log(entries)
 
 

@@ -144,16 +144,16 @@ def read_loop(log_dir: Path) -> LoopLog:
         clock = log_clock(log)
         if clock is None:  # no wall-clock anchor yet: the robot has run less than 5 s
             continue
-        for name, _, stamp, record in records(log):
+        for name, _, stamp, value in records(log):
             if name.startswith(LOOP_ENTRIES):
                 ticks.append(clock.wall(stamp))
             if name == "BCNP/Applied/Vx":
-                vx.append((clock.wall(stamp), record.getDouble()))
+                vx.append((clock.wall(stamp), value))
             elif name == "BCNP/Applied/Omega":
-                omega.append(record.getDouble())
+                omega.append(value)
             elif name == "BCNP/Packet/Type":
                 packets.append(clock.wall(stamp))
-            elif name == "BCNP/Connected" and not record.getBoolean():
+            elif name == "BCNP/Connected" and not value:
                 lost.append(clock.wall(stamp))
     applied = [(t, v, w) for (t, v), w in zip(vx, omega, strict=False)]  # written in pairs
     return LoopLog(sorted(ticks), applied, sorted(packets), sorted(lost))

@@ -20,6 +20,7 @@ import bcnp
 import constants
 from bcnp.host.link.client import Client, SchemaMismatchError
 from benchmarks.harness import ROOT
+from benchmarks.harness.robotlog import Record, records
 from messages import SCHEMA, DriveCmd
 
 
@@ -41,31 +42,36 @@ class Log(defaultdict[str, list[object]]):
             self.records.append((name, value))
 
 
-def read_log() -> Log:
+#: The entry types a :class:`Log` holds.
+LOG_TYPES = ("string", "int64", "double", "boolean")
+
+
+def log_records() -> list[Record]:
     """The run's .wpilog as far as the log's writer thread has written it. The data log is
-    the process's: it holds every earlier test's robot too."""
+    the process's: it holds every earlier test's robot too (read once, as it grows:
+    :class:`~benchmarks.harness.robotlog.LogTail`)."""
     wpilib.DataLogManager.getLog().flush()  # asks the writer thread; it writes a moment later
     directory = Path(wpilib.DataLogManager.getLogDir())
     assert directory == Path(os.environ["BCNP_LOG_DIR"])  # never the project folder in tests
     files = sorted(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
     assert files, f"no .wpilog in {directory}"
-    entries: dict[int, tuple[str, str]] = {}
-    records: list[tuple[str, object]] = []
-    for record in DataLogReader(str(files[-1])):
-        if record.isStart():
-            start = record.getStartData()
-            entries[start.entry] = (start.name, start.type)
-        elif not record.isControl() and record.getEntry() in entries:
-            name, kind = entries[record.getEntry()]
-            read = {
-                "string": record.getString,
-                "int64": record.getInteger,
-                "double": record.getDouble,
-                "boolean": record.getBoolean,
-            }.get(kind)
-            if read is not None:
-                records.append((name, read()))
-    return Log(records)
+    return records(files[-1])
+
+
+def read_log() -> Log:
+    """The whole run's log (see :func:`log_records`)."""
+    return Log((name, value) for name, kind, _, value in log_records() if kind in LOG_TYPES)
+
+
+def after_mark(text: str) -> Log | None:
+    """What was recorded after the mark ``text``; None while the mark is not written yet. The
+    mark is searched for from the end: what follows it is the test's own, a few records."""
+    found = log_records()
+    for i in range(len(found) - 1, -1, -1):
+        name, _, _, value = found[i]
+        if name == "Test/Mark" and value == text:
+            return Log((name, value) for name, kind, _, value in found[i + 1 :] if kind in LOG_TYPES)
+    return None
 
 
 def mark() -> str:
@@ -87,12 +93,12 @@ def read_log_after(text: str, ready: Callable[[Log], bool]) -> Log:
 
     def caught_up() -> bool:
         reads[0] += 1
-        records = iter(read_log().records)
-        if ("Test/Mark", text) not in records:  # consumes the records up to the mark
+        after = after_mark(text)
+        if after is None:
             return False
         reads[1] += 1
-        seen[:] = [Log(records)]
-        return ready(seen[0])
+        seen[:] = [after]
+        return ready(after)
 
     try:
         wait_until(

@@ -1,7 +1,8 @@
 """SysId in the simulator: the four "SysId" autonomous modes (autonomous/sysid.py) run on the
 simulated drivetrain, each wiring, with rolling friction on; their entries are read back from
-the ``.wpilog`` with wpiutil's DataLogReader, and kS, kV and kA are fitted from them as WPILib's
-SysId tool fits a simple motor, to land on the simulated drivetrain's own. "SysId: all four
+the ``.wpilog`` with wpiutil's DataLogReader (benchmarks/harness/robotlog.py), and kS, kV and
+kA are fitted from them as WPILib's SysId tool fits a simple motor, to land on the simulated
+drivetrain's own. "SysId: all four
 tests" runs them in one enable into one log, which fits the same; while a test drives open
 loop, ``Network/VxError`` and ``WError`` read 0.
 
@@ -29,11 +30,11 @@ from test_robot import TICK, Physics, Sim, cmd, wiring  # noqa: F401  (wiring: e
 from wpilib import SmartDashboard
 from wpilib.simulation import DriverStationSim
 from wpimath.system.plant import LinearSystemId
-from wpiutil.log import DataLogReader
 
 import constants
 import physics
 from autonomous import FieldGuard, sysid
+from benchmarks.harness.robotlog import records
 from sim import chassis, kitbot, settings
 
 #: The simulated drivetrain's rolling friction per side (volts): the kS to find.
@@ -112,28 +113,20 @@ def _read(after: str) -> Routine | None:
     directory = Path(wpilib.DataLogManager.getLogDir())
     assert directory == Path(os.environ["BCNP_LOG_DIR"])
     latest = max(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
-    entries: dict[int, tuple[str, str]] = {}
     values: dict[int, dict[str, float]] = {}  # timestamp (us) -> "field motor" -> value
     states: list[tuple[int, str]] = []
-    marked = False
     suffix = f"-{sysid.LOG_NAME}"
-    for record in DataLogReader(str(latest)):
-        if record.isStart():
-            start = record.getStartData()
-            entries[start.entry] = (start.name, start.type)
-            continue
-        if record.isControl() or record.getEntry() not in entries:
-            continue
-        name, kind = entries[record.getEntry()]
-        if not marked:
-            marked = name == "Test/Mark" and record.getString() == after
-        elif name == STATE_ENTRY:
-            states.append((record.getTimestamp(), record.getString()))
+    found = records(latest)  # read once, as it grows (the log is the process's)
+    marks = (i for i in range(len(found) - 1, -1, -1) if found[i][0] == "Test/Mark" and found[i][3] == after)
+    first = next(marks, None)
+    if first is None:
+        return None
+    for name, kind, stamp, value in found[first + 1 :]:
+        if name == STATE_ENTRY:
+            states.append((stamp, value))
         elif kind == "double" and name.endswith(suffix):
             field, motor = name[: -len(suffix)].split("-", 1)  # "voltage", "drive-left"
-            values.setdefault(record.getTimestamp(), {})[f"{field} {motor}"] = record.getDouble()
-    if not marked:
-        return None
+            values.setdefault(stamp, {})[f"{field} {motor}"] = value
     # Each tick of a test has its motor values and then its state, at the tick's timestamp.
     runs: dict[str, dict[str, list[list[Sample]]]] = {test: {m: [] for m in sysid.MOTORS} for test in TESTS}
     previous = "none"

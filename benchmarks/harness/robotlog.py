@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,29 +69,113 @@ class LogClock:
         return (fpga_us + self.offset_us) / 1e6
 
 
-def records(path: Path) -> Iterator[tuple[str, str, int, Any]]:
-    """(entry name, entry type, timestamp µs, record) for each data record of a ``.wpilog``."""
-    from wpiutil.log import DataLogReader
+#: How a record's value is read, by its entry's type (any other type: its raw bytes).
+_GETTERS = {
+    "double": "getDouble",
+    "float": "getFloat",
+    "int64": "getInteger",
+    "boolean": "getBoolean",
+    "string": "getString",
+    "json": "getString",
+    "double[]": "getDoubleArray",
+    "float[]": "getFloatArray",
+    "int64[]": "getIntegerArray",
+    "boolean[]": "getBooleanArray",
+    "string[]": "getStringArray",
+}
 
-    reader = DataLogReader(str(path))
-    if not reader.isValid():
-        return
-    names: dict[int, tuple[str, str]] = {}
-    for record in reader:
-        if record.isStart():
-            start = record.getStartData()
-            names[start.entry] = (start.name, start.type)
-        elif not record.isControl():
-            entry = names.get(record.getEntry())
-            if entry is not None:
-                yield entry[0], entry[1], record.getTimestamp(), record
+#: (entry name, entry type, timestamp µs, value) of one data record.
+Record = tuple[str, str, int, Any]
+
+
+def _whole_records(data: bytes) -> int:
+    """How many bytes at the start of ``data`` (which starts at a record) are whole records.
+    A record's first byte gives the lengths of its entry id, payload size and timestamp (one
+    to four, four and eight bytes: bits 0-1, 2-3 and 4-6, each length less one)."""
+    pos, n = 0, len(data)
+    while pos < n:
+        bits = data[pos]
+        id_len, size_len, stamp_len = (bits & 3) + 1, ((bits >> 2) & 3) + 1, ((bits >> 4) & 7) + 1
+        size_at = pos + 1 + id_len
+        head = 1 + id_len + size_len + stamp_len
+        if pos + head > n:
+            break
+        end = pos + head + int.from_bytes(data[size_at : size_at + size_len], "little")
+        if end > n:
+            break
+        pos = end
+    return pos
+
+
+class LogTail:
+    """One ``.wpilog`` read as it grows: each :meth:`read` hands WPILib's ``DataLogReader`` only
+    the whole records written since the last read (behind the file's header), keeping the
+    entries' start records from read to read. A log polled while a robot appends to it is then
+    parsed once in all, not once per look. ``records`` is everything read so far, in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.records: list[Record] = []
+        self._header = b""
+        self._offset = 0
+        self._entries: dict[int, tuple[str, str]] = {}
+
+    def read(self) -> list[Record]:
+        """The records written since the last read (whole ones; a record being written waits
+        for the next read)."""
+        from wpiutil.log import DataLogReader
+
+        with open(self.path, "rb") as f:
+            if not self._header:
+                head = f.read(12)  # "WPILOG", version (2 bytes), extra header's length (4 bytes)
+                if len(head) < 12:
+                    return []
+                extra = f.read(int.from_bytes(head[8:12], "little"))
+                if len(extra) < int.from_bytes(head[8:12], "little"):
+                    return []
+                self._header, self._offset = head + extra, 12 + len(extra)
+            f.seek(self._offset)
+            data = f.read()
+        whole = _whole_records(data)
+        if whole == 0:
+            return []
+        buffer = self._header + data[:whole]
+        reader = DataLogReader(memoryview(buffer))  # bytes themselves would be taken for a file name
+        if not reader.isValid():
+            raise ValueError(f"{self.path}: not a data log")
+        new: list[Record] = []
+        entries = self._entries
+        for record in reader:  # the values are read here, while ``buffer`` is alive
+            if record.isStart():
+                start = record.getStartData()
+                entries[start.entry] = (start.name, start.type)
+            elif not record.isControl():
+                entry = entries.get(record.getEntry())
+                if entry is not None:
+                    getter = _GETTERS.get(entry[1], "getRaw")
+                    new.append((entry[0], entry[1], record.getTimestamp(), getattr(record, getter)()))
+        self._offset += whole
+        self.records += new
+        return new
+
+
+_tails: dict[Path, LogTail] = {}
+
+
+def records(path: Path) -> list[Record]:
+    """Every data record of a ``.wpilog`` so far: (entry name, entry type, timestamp µs,
+    value). Each file is read from where the last call left it (:class:`LogTail`)."""
+    key = Path(path).resolve()
+    tail = _tails.get(key)
+    if tail is None or key.stat().st_size < tail._offset:  # a new file in its place
+        tail = _tails[key] = LogTail(key)
+    tail.read()
+    return tail.records
 
 
 def log_clock(path: Path) -> LogClock | None:
     """The file's FPGA → wall-clock mapping from its ``systemTime`` anchors; ``None`` without one."""
-    offsets = [
-        record.getInteger() - stamp for name, _, stamp, record in records(path) if name == SYSTEM_TIME_ENTRY
-    ]
+    offsets = [value - stamp for name, _, stamp, value in records(path) if name == SYSTEM_TIME_ENTRY]
     if not offsets:
         return None
     return LogClock(float(statistics.median(offsets)), float(max(offsets) - min(offsets)), len(offsets))
@@ -109,15 +193,15 @@ def read_command_starts(log_dir: Path) -> list[CommandStart]:
         omega: list[float] = []
         duration: list[int] = []
         offsets: list[int] = []
-        for name, _, stamp, record in records(path):
+        for name, _, stamp, value in records(path):
             if name == VX_ENTRY:
-                vx.append((stamp, record.getDouble()))
+                vx.append((stamp, value))
             elif name == OMEGA_ENTRY:
-                omega.append(record.getDouble())
+                omega.append(value)
             elif name == DURATION_ENTRY:
-                duration.append(record.getInteger())
+                duration.append(value)
             elif name == SYSTEM_TIME_ENTRY:
-                offsets.append(record.getInteger() - stamp)
+                offsets.append(value - stamp)
         if not vx:
             continue
         if not offsets:
@@ -163,7 +247,7 @@ def read_strings(log_dir: Path, entry: str) -> list[tuple[float, str]]:
     wall clock (files without a ``systemTime`` anchor are left out), in time order."""
     found: list[tuple[float, str]] = []
     for path in sorted(Path(log_dir).glob("*.wpilog")):
-        values = [(stamp, record.getString()) for name, _, stamp, record in records(path) if name == entry]
+        values = [(stamp, value) for name, _, stamp, value in records(path) if name == entry]
         clock = log_clock(path) if values else None
         if clock is not None:
             found += [(clock.wall(stamp), value) for stamp, value in values]
