@@ -63,10 +63,22 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed, once for the whole module: most rules walk the same files."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree (``ast.walk``), once for the whole module."""
+    return tuple(ast.walk(_tree(path)))
+
+
 def _imports(path: Path) -> set[str]:
     """Top-level names of every absolute import in ``path``, wherever it appears."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -124,7 +136,7 @@ def _robot_names() -> set[str]:
 def test_the_library_names_none_of_this_robots_messages(path: Path) -> None:
     names = _robot_names()
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Name | ast.arg):
             text = node.id if isinstance(node, ast.Name) else node.arg
             words = {text}
@@ -225,7 +237,7 @@ def _library_imports(path: Path, modules: set[str]) -> set[str]:
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -394,7 +406,7 @@ def _lab_files() -> list[Path]:
 def _benchmark_imports(path: Path) -> set[str]:
     """The ``benchmarks.*`` and ``checks.*`` modules ``path`` imports, anywhere in it (lazily too)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -427,10 +439,10 @@ def _climbs(node: ast.AST) -> bool:
     return False
 
 
-def _works_out_the_root(source: str) -> list[str]:
-    """Where ``source`` defines a ``ROOT`` of its own, or climbs from its own file to a folder
-    above its own."""
-    tree = ast.parse(source)
+def _works_out_the_root(source: str | Path) -> list[str]:
+    """Where ``source`` (a module's text, or its file) defines a ``ROOT`` of its own, or climbs
+    from its own file to a folder above its own."""
+    tree = _tree(source) if isinstance(source, Path) else ast.parse(source)
     found = []
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
@@ -449,7 +461,7 @@ def test_the_project_folder_is_worked_out_once() -> None:
         f"{_rel(path)} {where}"
         for path in _lab_files()
         if _rel(path) != ROOT_HOME
-        for where in _works_out_the_root(path.read_text())
+        for where in _works_out_the_root(path)
     ]
     assert wrong == []
     assert _works_out_the_root("from pathlib import Path\nROOT: Path = Path('.')\n") == ["line 2: ROOT ="]
@@ -479,7 +491,7 @@ def test_the_robot_never_imports_the_simulator() -> None:
     robot_code += [*(ROOT / "subsystems").rglob("*.py"), *(ROOT / "autonomous").rglob("*.py")]
     offenders = []
     for path in robot_code:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
