@@ -64,13 +64,24 @@ def read_log() -> Log:
 
 
 def after_mark(text: str) -> Log | None:
-    """What was recorded after the mark ``text``; None while the mark is not written yet. The
-    mark is searched for from the end: what follows it is the test's own, a few records."""
+    """What was recorded after the mark ``text``; None while the mark is not written yet."""
+    at = mark_index(text)
+    if at is None:
+        return None
+    return Log((name, value) for name, kind, _, value in log_records()[at:] if kind in LOG_TYPES)
+
+
+def mark_index(text: str) -> int | None:
+    """Where in :func:`log_records` what followed the mark ``text`` begins; None while the mark
+    is not written yet. Each search goes on from where the last one ended, which starts where
+    the log ended when the mark was made: a look costs what was written since, not the run."""
     found = log_records()
-    for i in range(len(found) - 1, -1, -1):
+    for i in range(_search_from.get(text, 0), len(found)):
         name, _, _, value = found[i]
         if name == "Test/Mark" and value == text:
-            return Log((name, value) for name, kind, _, value in found[i + 1 :] if kind in LOG_TYPES)
+            _search_from[text] = i
+            return i + 1
+    _search_from[text] = len(found)
     return None
 
 
@@ -78,10 +89,13 @@ def mark() -> str:
     """A record of its own appended to the data log now, to find it by: what the robot
     recorded before it is before it in the file, what it records later is after it."""
     text = f"mark {next(_marks)}"
+    _search_from[text] = len(log_records())  # all of it written before the mark
     StringLogEntry(wpilib.DataLogManager.getLog(), "Test/Mark").append(text)
     return text
 
 
+#: Where the search for each mark goes on from: no record before that index is the mark.
+_search_from: dict[str, int] = {}
 _marks = itertools.count()
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import pytest
 import wpilib
 from support import LOG_POLL_S, wait_until
 from test_autonomous import choose, running, still
-from test_recording import mark
+from test_recording import log_records, mark, mark_index
 from test_robot import TICK, Physics, Sim, cmd, wiring  # noqa: F401  (wiring: each drivetrain wiring)
 from wpilib import SmartDashboard
 from wpilib.simulation import DriverStationSim
@@ -34,7 +33,6 @@ from wpimath.system.plant import LinearSystemId
 import constants
 import physics
 from autonomous import FieldGuard, sysid
-from benchmarks.harness.robotlog import records
 from sim import chassis, kitbot, settings
 
 #: The simulated drivetrain's rolling friction per side (volts): the kS to find.
@@ -110,18 +108,13 @@ def read_routine(after: str, done: int) -> Routine:
 
 
 def _read(after: str) -> Routine | None:
-    directory = Path(wpilib.DataLogManager.getLogDir())
-    assert directory == Path(os.environ["BCNP_LOG_DIR"])
-    latest = max(directory.glob("*.wpilog"), key=lambda p: p.stat().st_mtime)
+    first = mark_index(after)  # the log is the process's: read once, as it grows
+    if first is None:
+        return None
     values: dict[int, dict[str, float]] = {}  # timestamp (us) -> "field motor" -> value
     states: list[tuple[int, str]] = []
     suffix = f"-{sysid.LOG_NAME}"
-    found = records(latest)  # read once, as it grows (the log is the process's)
-    marks = (i for i in range(len(found) - 1, -1, -1) if found[i][0] == "Test/Mark" and found[i][3] == after)
-    first = next(marks, None)
-    if first is None:
-        return None
-    for name, kind, stamp, value in found[first + 1 :]:
+    for name, kind, stamp, value in log_records()[first:]:
         if name == STATE_ENTRY:
             states.append((stamp, value))
         elif kind == "double" and name.endswith(suffix):
