@@ -141,6 +141,7 @@ class StreamParser:
         #: Bytes behind waiting headers searched for a complete packet (the cost
         #: of look-behind; a byte searched again counts again).
         self.bytes_searched = 0
+        self._call_from = 0  # bytes_searched when the current push or resume began
         self._buf = bytearray()
         self.packets = 0
         self.errors = 0
@@ -182,6 +183,7 @@ class StreamParser:
                 self._search_waiting(self._buf)
             finally:
                 self.search_budget = budget
+        self._call_from = self.bytes_searched
         self.bytes_received += size
         buf = self._buf
         if buf:
@@ -197,6 +199,7 @@ class StreamParser:
     def resume(self) -> None:
         """Go on with a search ``search_budget`` cut short (see :attr:`search_pending`)."""
         if self.search_pending:
+            self._call_from = self.bytes_searched
             self._search_waiting(self._buf)
 
     # -- internals ---------------------------------------------------------
@@ -321,6 +324,15 @@ class StreamParser:
         # Comparisons rather than max(): this runs for every chunk that ends inside a packet.
         start = pos = self._scan if self._scan > base else base + 1
         budget = self.search_budget
+        if budget is not None:
+            # The budget is the call's: a search earlier in it (one that found a packet, and
+            # parsing went on to another waiting frame) spent part of it.
+            budget -= self.bytes_searched - self._call_from
+            if budget < 1 and start < end:
+                self._pending = still
+                self._scan = start
+                self.search_pending = True
+                return -1
         # Pairs that start before ``limit`` (the last may end one byte past it).
         if budget is None or end - start <= budget:
             limit = stop = end

@@ -457,38 +457,43 @@ def test_headless_the_variable_picks_a_sysid_mode_and_the_error_keys_read_0_in_i
             every = ntcore.PubSubOptions(sendAll=True, pollStorage=10_000)
             numbers = {
                 name: client.getDoubleTopic(f"/SmartDashboard/Network/{name}").subscribe(math.nan, every)
-                for name in ("VxError", "WError", "ActualVx", "ActualW")
+                for name in ("VxError", "WError", "ActualVx")
             }
+            pose = client.getDoubleArrayTopic("/SmartDashboard/Network/Pose").subscribe([], every)
             status = client.getStringTopic(f"/SmartDashboard/{sysid.STATUS_KEY}").subscribe("", every)
             client.startClient4("test-sysid")
             client.setServer("127.0.0.1", robot.nt_port)
             statuses: list[ntcore.TimestampedString] = []
             values: dict[str, list[ntcore.TimestampedDouble]] = {name: [] for name in numbers}
+            poses: list[ntcore.TimestampedDoubleArray] = []
 
-            def ended_and_one_more_tick() -> bool:
+            def ended_and_its_keys_written() -> bool:
                 statuses.extend(status.readQueue())
                 for name, sub in numbers.items():
                     values[name] += sub.readQueue()
+                poses.extend(pose.readQueue())
                 end = next((s.serverTime for s in statuses if s.value.startswith(f"{mode}: ended")), None)
-                return end is not None and sum(v.serverTime >= end for v in values["ActualW"]) >= 2
+                return end is not None and any(p.serverTime >= end for p in poses)
 
             try:
-                wait_until(ended_and_one_more_tick, timeout=60.0, what=f"{mode} to end")
+                wait_until(ended_and_its_keys_written, timeout=60.0, what=f"{mode} to end")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}: {[s.value for s in statuses]}\n{robot.output(30)}") from None
+            values = {name: values[name] + sub.readQueue() for name, sub in numbers.items()}
         finally:
-            for sub in (*numbers.values(), status):
+            for sub in (*numbers.values(), pose, status):
                 sub.close()
             ntcore.NetworkTableInstance.destroy(client)
         output = robot.output(1_000_000)  # all of it: a loaded machine prints loop overruns by the page
     assert f"Enabling '{mode}'" in output and "Traceback" not in output, output
     assert statuses[0].value == f"{mode}: running", [s.value for s in statuses]
     end = next(s.serverTime for s in statuses if s.value.startswith(f"{mode}: ended"))
-    # The keys of the tick that ended the test are written after the status, ActualW (the gyro's
-    # noisy rate: new every tick) before the errors; the next tick's ActualW comes after them.
-    # A loop catching up after the machine held it runs the next tick at once, so only the
-    # order tells the ticks apart, not a time.
-    next_tick = sorted(v.serverTime for v in values["ActualW"] if v.serverTime >= end)[1]
-    during = {name: [v.value for v in queue if v.serverTime < next_tick] for name, queue in values.items()}
+    # The tick that ended the test writes the status, then its keys, Pose last (it carries the
+    # tick's time: new every tick); the next tick's keys come after that Pose. The next tick
+    # tracks 0 m/s while the chassis still rolls (VxError -0.9), and a loop catching up after the
+    # machine held it runs it at once: only that order tells the two ticks apart. (A key is
+    # written only when its value changed: the gyro's rate, quantised, can repeat.)
+    ended_tick = min(p.serverTime for p in poses if p.serverTime >= end)
+    during = {name: [v.value for v in queue if v.serverTime <= ended_tick] for name, queue in values.items()}
     assert max(during["ActualVx"]) > 0.5, during["ActualVx"]
     assert set(during["VxError"]) == {0.0} and set(during["WError"]) == {0.0}, during

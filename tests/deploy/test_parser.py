@@ -7,7 +7,7 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support import examples
 
@@ -622,6 +622,13 @@ def test_a_search_budget_must_be_positive(schema: bcnp.Schema) -> None:
     ),
     size=st.integers(1, 300),
     budget=st.integers(1, 200),
+)
+# Found by the above: a search finds a packet 12 bytes in, parsing goes on to another waiting
+# frame, and that search had a whole budget of its own (19 bytes in one call of 13).
+@example(
+    parts=[GARBAGE_HEADER, 3, bytes([3, 2, 0, 0, 1, 0, 5]), GARBAGE_HEADER, b"\0", b"\0", 3, GARBAGE_HEADER],
+    size=13,
+    budget=13,
 )
 def test_any_search_budget_delivers_what_no_budget_does(
     schema: bcnp.Schema, parts: list[bytes | int], size: int, budget: int
