@@ -89,10 +89,15 @@ def test_replay_records_telemetry_and_plot_draws_the_driven_path(
     port = running_robot.link.tcp.port
     status: list[int] = []
     args = ["replay", str(path), "--port", str(port), "--telemetry", str(telemetry)]
+    controllers = running_robot.link.tcp.counters.controllers
     thread = threading.Thread(target=lambda: status.append(main(args)))
     thread.start()
     step_while(thread)
     out = capsys.readouterr().out
+    # The host runs in this process, beside the robot's loop: a machine that holds its thread for
+    # the robot's 200 ms link timeout costs the link (robot time runs on meanwhile), the robot
+    # ends the controller and sends nothing until the host is back as a new one.
+    reconnects = running_robot.link.tcp.counters.controllers - controllers - 1
     assert status == [0], out
     assert "robot schema 0xE9EFEE08" in out and "done: 31 commands" in out
     assert running_robot.link.queue.metrics.overflows == 0
@@ -102,7 +107,9 @@ def test_replay_records_telemetry_and_plot_draws_the_driven_path(
     assert len(rows) >= 40  # 50 samples/s for >= 1.5 s of robot time, minus the start
     assert set(rows[0]) >= {"hostTimeS", "timestampMs", "leftPosition", "rightPosition", "cmdVx", "cmdOmega"}
     stamps = [int(r["timestampMs"]) for r in rows]
-    assert stamps == sorted(stamps) and {b - a for a, b in itertools.pairwise(stamps)} == {20}
+    gaps = [(a, b) for a, b in itertools.pairwise(stamps) if b - a != 20]
+    assert stamps == sorted(stamps)
+    assert not gaps or reconnects > 0, f"samples missing between robot times {gaps} ms, no reconnect:\n{out}"
     assert {float(r["cmdVx"]) for r in rows} >= {0.8}
 
     png = tmp_path / "run.png"
