@@ -470,6 +470,24 @@ def test_the_project_folder_is_worked_out_once() -> None:
     assert _works_out_the_root("from pathlib import Path\nDATA = Path(__file__).parent / 'data'\n") == []
 
 
+def test_a_free_port_is_below_the_ephemeral_range_and_free_for_both() -> None:
+    """The ports the suite gives its simulators are never ones the kernel hands to outgoing
+    connections meanwhile (a simulator's NetworkTables server once found its port so taken)."""
+    import socket
+
+    from benchmarks.harness.ports import LOWEST, ephemeral_start, free_port
+
+    ports = {free_port() for _ in range(20)}
+    assert all(LOWEST <= port < ephemeral_start() for port in ports), ports
+    for port in ports:
+        with (
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+        ):
+            tcp.bind(("", port))
+            udp.bind(("", port))
+
+
 def test_the_harness_root_loads_nothing_heavy() -> None:
     """The deploy tier (``robotpy test``, before every upload) takes ``ROOT`` and ``free_port`` from
     the harness: importing them loads nothing but the standard library."""
