@@ -120,10 +120,12 @@ class Driver:
                 sent_ms = step.end_ms
             if batch or clear:
                 try:
-                    robot.send(batch, clear_queue=clear)
+                    # Only on the connection this look saw: a newer one starts empty and is
+                    # resumed at the next look, CLEAR_QUEUE first.
+                    robot.send(batch, clear_queue=clear, generation=generation)
                     clear = False
                 except LinkDownError:
-                    sent_ms = now  # nothing went; the next look finds the link down
+                    sent_ms = now  # nothing went; the next look finds the link down or new
             time.sleep(TICK_MS / 1000)
         if lost_ms is not None:
             raise LinkClosedError("the plan ended with the link down", robot.host, robot.port)

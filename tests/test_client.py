@@ -321,8 +321,12 @@ def test_a_restarted_robot_is_reconnected_and_the_user_told(schema: bcnp.Schema)
         assert client.wait_connected(10.0)
         status = client.status()
         assert status.generation == 2 and status.losses == 1
-        client.send(commands(schema, 3))
+        # A batch decided on the first connection does not reach the second's empty queue.
+        with pytest.raises(LinkDownError, match=r"connection 1 was replaced by connection 2 .*nothing sent"):
+            client.send(commands(schema, 3, vx=-1.0), generation=1)
+        client.send(commands(schema, 3), generation=2)
         wait_until(lambda: len(robot.packets) == 1, what="the batch on the new connection")
+        assert robot.packets[0][0].vx == 0.5
         states = [s.state for s in changes]
         # The first connect is told too, then the loss, the attempts, the reconnect.
         assert states[0] == "connected" and states[1] == "reconnecting" and states[-1] == "connected"

@@ -17,7 +17,7 @@ from support import FakeClock, stepping_sleep, wait_until
 
 import bcnp
 from bcnp import Dispatcher, MessageQueue, MessageQueueConfig
-from bcnp.host.link.client import Client, LinkClosedError
+from bcnp.host.link.client import Client, LinkClosedError, LinkStatus
 from bcnp.host.sessions.core.replay import ReplaySession, Schedule
 from bcnp.host.sessions.core.session import Outage
 from bcnp.host.sessions.driver import drive
@@ -204,6 +204,63 @@ def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late
     assert outage.resumed_at - 20 <= outage.dropped <= outage.resumed_at - 20 + 2
     assert max(ran) == len(commands) - 1
     assert robot.queue.metrics.skipped == 0  # the robot had nothing stale to skip: the host sent none
+
+
+def test_a_step_decided_on_a_connection_sends_nothing_on_the_next(schema: bcnp.Schema) -> None:
+    """The client's thread can lose a connection and make the next between a step's look at
+    the link and its send (a machine that held the host's thread does just that). What the step
+    decided follows what the old connection queued; sent on the new one, whose queue is empty, it
+    would start at once, a second early. It is not sent: the next step resumes, CLEAR_QUEUE
+    first."""
+    # One 20 ms command falls due every 20 ms step: each step sends. Omega carries the index.
+    commands = [PathCommand(0.5, i / 1000, 20) for i in range(120)]
+    clock = FakeClock()
+    dispatcher = Dispatcher(schema)
+    queue = MessageQueue(MessageQueueConfig())
+    server = TcpServer(
+        dispatcher, TransportConfig(host="127.0.0.1", port=0), clock=clock, on_controller_change=queue.clear
+    )
+    #: (the controller's connection, the first command's index, CLEAR_QUEUE) of each batch.
+    arrived: list[tuple[object, int, bool]] = []
+
+    def on_drive(packet: bcnp.PacketView, now: float) -> None:
+        arrived.append((server.connection, round(packet[0].omega * 1000), packet.clear_queue))
+        queue.handle_packet(packet, now)
+
+    dispatcher.register("DriveCmd", on_drive)
+    server.start()
+
+    class RacedClient(Client):
+        """A client whose link is replaced right after the step's look at it, at the 20th."""
+
+        looks = 0
+
+        def status(self) -> LinkStatus:
+            status = Client.status(self)
+            self.looks += 1
+            if self.looks == 20:
+                assert status.connected and status.generation == 1
+                connection = server.connection
+                assert connection is not None
+                server.end_lost_link(connection, 0.3)
+                wait_until(lambda: Client.status(self).generation == 2, what="the new connection")
+            return status
+
+    try:
+        with RacedClient(schema, "127.0.0.1", server.port, keepalive_interval=None) as client:
+            sleep = stepping_sleep(client, lambda: dispatcher.packets_received, clock.advance)
+            replay = Replay(client, commands, clock=clock, sleep=sleep)
+            replay.run()
+    finally:
+        server.close()
+    assert client.looks > 20
+    first, second = arrived[0][0], next(c for c, _, _ in arrived if c is not arrived[0][0])
+    on_second = [(index, clear) for c, index, clear in arrived if c is second]
+    assert all(c in (first, second) for c, _, _ in arrived)
+    (outage,) = replay.outages
+    # The new connection's first batch is the resume, with CLEAR_QUEUE; nothing before it.
+    assert on_second[0] == (outage.resumed_at, True), on_second
+    assert [clear for _, clear in on_second[1:]] == [False] * (len(on_second) - 1)
 
 
 def test_recorder_back_dates_samples_and_pairs_them_with_the_scheduled_command(schema: bcnp.Schema) -> None:

@@ -245,15 +245,22 @@ class Client:
             packets.append(self._stop_packet)
         return packets
 
-    def send(self, messages: Iterable[Message], clear_queue: bool = False) -> int:
-        """Send a batch (CLEAR_QUEUE on its first packet if asked); returns the packet count."""
+    def send(
+        self, messages: Iterable[Message], clear_queue: bool = False, *, generation: int | None = None
+    ) -> int:
+        """Send a batch (CLEAR_QUEUE on its first packet if asked); returns the packet count.
+
+        ``generation``: the connection the batch was decided on (``status().generation``).
+        If the client has connected again since, nothing is sent (:class:`LinkDownError`):
+        the new connection's queue on the robot is empty, and a batch meant to follow
+        what the old one held would run as the first thing there."""
         packets = self.encode(messages, clear_queue)
-        self.link.send_packets(packets)
+        self.link.send_packets(packets, generation)
         return len(packets)
 
-    def send_packets(self, packets: list[bytes]) -> None:
+    def send_packets(self, packets: list[bytes], generation: int | None = None) -> None:
         """Send encoded packets (TCP: in one write; UDP: one datagram each); raises as :meth:`send`."""
-        self.link.send_packets(packets)
+        self.link.send_packets(packets, generation)
 
     def stop(self) -> None:
         """A zero-message CLEAR_QUEUE packet: the robot drops its queue and stops now."""

@@ -395,16 +395,25 @@ class LinkKeeper:
         self.send_packets([self._keepalive_packet])
         self.keepalives_sent += 1
 
-    def send_packets(self, packets: list[bytes]) -> None:
-        """Send encoded packets (TCP: in one write; UDP: one datagram each)."""
+    def send_packets(self, packets: list[bytes], generation: int | None = None) -> None:
+        """Send encoded packets (TCP: in one write; UDP: one datagram each). With
+        ``generation``, only on that connection (``LinkStatus.generation``): a sender that
+        decided on one connection never reaches the empty queue of the next."""
         with self._send_lock:
-            self._send_locked(packets)
+            self._send_locked(packets, generation)
 
-    def _send_locked(self, packets: list[bytes]) -> None:
+    def _send_locked(self, packets: list[bytes], generation: int | None = None) -> None:
         started = self.clock()
         sock = self._sock
         if sock is None or self._machine.state is not LinkState.CONNECTED:
             raise self._not_sent()
+        if generation is not None and generation != self._machine.generation:
+            raise LinkDownError(
+                f"link to {self.address}: connection {generation} was replaced by connection "
+                f"{self._machine.generation} (the robot's queue is empty); nothing sent",
+                self.host,
+                self.port,
+            )
         try:
             if self.udp:
                 for packet in packets:

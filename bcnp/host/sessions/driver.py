@@ -111,7 +111,10 @@ def drive(
         send = session.step(elapsed, now, status.connected)
         if send is not None:
             with contextlib.suppress(LinkDownError):  # the next step sees the outage
-                session.delivered(send, client.send(send.messages, clear_queue=send.clear))
+                # Only on the connection the step was decided on: one made since holds an empty
+                # queue, and the next step resumes there (CLEAR_QUEUE first).
+                sent = client.send(send.messages, clear_queue=send.clear, generation=watch.generation)
+                session.delivered(send, sent)
         try:
             if session.finished(elapsed, watch.current):
                 take_news(clock())  # what the robot said of the last step, for the record
