@@ -302,8 +302,8 @@ def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -
     def dark() -> bool:
         return 0 < ticks["dark"] <= 30
 
-    def send(messages: object, clear_queue: bool = False) -> int:
-        return 0 if dark() else real_send(messages, clear_queue=clear_queue)  # type: ignore[arg-type]
+    def send(messages: object, clear_queue: bool = False, *, generation: int | None = None) -> int:
+        return 0 if dark() else real_send(messages, clear_queue=clear_queue, generation=generation)  # type: ignore[arg-type]
 
     host.send = send  # type: ignore[method-assign]
     host.keepalive = lambda: None if dark() else real_keepalive()  # type: ignore[method-assign]
