@@ -158,6 +158,10 @@ class LogTail:
         self.records += new
         return new
 
+    def replaced(self) -> bool:
+        """Whether the file is now shorter than what was read of it: another file in its place."""
+        return self.path.stat().st_size < self._offset
+
 
 _tails: dict[Path, LogTail] = {}
 
@@ -167,7 +171,7 @@ def records(path: Path) -> list[Record]:
     value). Each file is read from where the last call left it (:class:`LogTail`)."""
     key = Path(path).resolve()
     tail = _tails.get(key)
-    if tail is None or key.stat().st_size < tail._offset:  # a new file in its place
+    if tail is None or tail.replaced():
         tail = _tails[key] = LogTail(key)
     tail.read()
     return tail.records
