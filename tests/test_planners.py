@@ -265,7 +265,10 @@ def weak_right(monkeypatch: pytest.MonkeyPatch) -> float:
 def test_follow_and_the_robots_own_loops_make_up_a_weak_side(weak_right: float, sim: Sim, file: Path) -> None:
     trajectory = load_pathplanner(file, LIMITS) if file.suffix == ".path" else load_choreo(file)
     end = trajectory.end
-    with sim.connect() as host:
+    # The client dates the telemetry on the simulator's clock too: the follower extrapolates the
+    # robot's pose by a sample's age, and on the wall clock that age grows with what the machine
+    # held the test between the sample's arrival and the next step, while simulated time stood still.
+    with sim.connect(clock=now) as host:
         follower = Follower(host, trajectory, LIMITS, clock=now, sleep=stepper(sim, host))  # type: ignore[arg-type]
         result = follower.run()
     sim.run(0.3)
