@@ -293,6 +293,8 @@ def test_the_robot_publishes_its_pose_with_its_telemetrys_stamp(scrubbing_robot:
         after = next(w for w in stamps if w > s)
         before = max(w for w in stamps if w < s)
         assert after - before > 1.5 * tick_ms, (s, before, after)
+    # What follows compares a pose with its own tick's wheels: only the poses that have them.
+    linked = [s for s in linked if s in wheels]
     first = linked[0]
     left0, right0 = wheels[first]
 
