@@ -8,6 +8,7 @@ path runs in well under a second and every timing rule is exact.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -261,6 +262,38 @@ def test_a_step_decided_on_a_connection_sends_nothing_on_the_next(schema: bcnp.S
     # The new connection's first batch is the resume, with CLEAR_QUEUE; nothing before it.
     assert on_second[0] == (outage.resumed_at, True), on_second
     assert [clear for _, clear in on_second[1:]] == [False] * (len(on_second) - 1)
+
+
+def test_a_robot_that_falls_silent_just_before_the_paths_end_fails_the_replay(
+    robot: Robot, schema: bcnp.Schema
+) -> None:
+    """The robot sends telemetry every tick until 0.2 s before the path's end, then nothing
+    (a link cut without a close: UDP, or a cable): the replay must not report a clean run,
+    which the settle (0.3 s) ended before the client's silence judgement (0.5 s) could."""
+    commands = [PathCommand(0.5, 0.0, 50)] * 40  # 2 s
+    telemetry = schema["DrivetrainTelemetry"]
+    sample = encode_packet(telemetry, [telemetry(0.0, 0.0, 0.0, 0.0, 0)])
+    with Client(schema, "127.0.0.1", robot.server.port, keepalive_interval=None, clock=robot.clock) as client:
+        heard = 0
+        begin = robot.clock()  # the replay's start: only its sleeps move the clock
+
+        def tick(seconds: float) -> None:
+            nonlocal heard
+            robot.clock.advance(seconds)
+            robot.tick()
+            if robot.clock() - begin <= 1.8 and robot.server.send(sample):
+                heard += 1
+                wait_until(lambda: client.link.telemetry_packets >= heard, what="telemetry to arrive")
+
+        sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_received, tick)
+        replay = Replay(client, commands, clock=robot.clock, sleep=sleep)
+        with pytest.raises(
+            LinkClosedError, match=r"the path ended with the link to 127\.0\.0\.1:\d+ down"
+        ) as raised:
+            replay.run()
+    last = float(re.search(r"(?:link lost|last heard) at (\d+\.\d+) s", str(raised.value)).group(1))  # type: ignore[union-attr]
+    assert 1.7 <= last <= 1.8, raised.value  # dated when the robot was last heard, before the end (2 s)
+    assert replay.sent == len(commands)
 
 
 def test_recorder_back_dates_samples_and_pairs_them_with_the_scheduled_command(schema: bcnp.Schema) -> None:

@@ -94,6 +94,45 @@ def test_a_path_that_ends_with_the_link_down_ends_the_session_with_the_outage() 
     assert session.finished(0.8, None) and session.where() == "5/5 commands sent"
 
 
+def test_a_path_ends_clean_only_once_a_robot_that_sends_telemetry_is_heard_after_its_end() -> None:
+    """Over UDP (or a TCP link cut without a close) nothing tells the host that the robot
+    dropped the link in the path's last moments but the silence, which the client judges
+    only 0.5 s after the last telemetry: the settle (0.3 s) alone would end the session
+    clean while the robot had stopped short of the end."""
+    origin = 100.0  # the loop's clock at session time 0
+    sample = telemetry(SCHEMA, 0, 0.0, 0.0, 0.0, 0.0)
+
+    def run_to_the_end(heard_until: float) -> ReplaySession:
+        """Five 100 ms commands (the path ends at 0.5 s), telemetry every 40 ms until ``heard_until``."""
+        session = ReplaySession(commands(5), DRIVE_CMD_SPEC, lead=1.0, settle=0.3)
+        t = 0.0
+        while t < 0.8 - 1e-9:
+            if t <= heard_until:
+                session.on_telemetry(sample, origin + t)
+            send = session.step(t, origin + t, True)
+            if send is not None:
+                session.delivered(send, 1)
+            t = round(t + 0.04, 2)
+        return session
+
+    # Heard after the end: over once the path and its settle have run.
+    heard = run_to_the_end(0.56)
+    assert heard.last_heard == pytest.approx(0.56) and heard.finished(0.8, None)
+    # Last heard 0.2 s before the end: not over at the settle's end; the client's silence
+    # judgement (0.5 s after 0.28) turns it into an outage, which ends it failed.
+    silent = run_to_the_end(0.28)
+    assert not silent.finished(0.8, None) and not silent.finished(1.79, None)
+    with pytest.raises(EndedDown, match=r"link lost at 0.28 s \(no telemetry for 0.5 s\)"):
+        silent.finished(0.8, Outage(lost_at=0.28, reason="no telemetry for 0.5 s"))
+    # A client that never judges silence: the doubt ends it, once HEARD_WAIT_S has passed.
+    with pytest.raises(EndedDown, match=r"last heard at 0.28 s, before the path's end at 0.50 s"):
+        silent.finished(1.8, None)
+    # A robot that sends no telemetry at all is not judged by it.
+    session = ReplaySession(commands(5), DRIVE_CMD_SPEC, lead=1.0, settle=0.3)
+    take(session, 0.0)
+    assert session.last_heard is None and session.finished(0.8, None)
+
+
 # -- the follower's core ------------------------------------------------------------------------
 
 LIMITS = DriveLimits()

@@ -8,7 +8,9 @@ seconds, but never more than ``max_ahead`` commands beyond the one running.
 :class:`ReplaySession` answers, at each step, what to send on that schedule, and
 after a lost link resumes *now*: the running command's remainder, then the
 rest, the first packet with CLEAR_QUEUE (the robot's queue is empty on a new
-connection). No sockets, threads or clocks: :mod:`bcnp.host.sessions.replay` drives it.
+connection). A robot that sends telemetry must be heard from after the path's end for the
+session to end clean: one that fell silent before it may have dropped the link, and stopped,
+short of the end. No sockets, threads or clocks: :mod:`bcnp.host.sessions.replay` drives it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ....wire import PacketView
 from .session import EndedDown, Outage, Send, StampedPose
 
 __all__ = [
+    "HEARD_WAIT_S",
     "LEAD_S",
     "MAX_AHEAD",
     "MIN_REMAINDER_MS",
@@ -46,6 +49,11 @@ MIN_REMAINDER_MS = 20
 MAX_AHEAD = 150
 #: Seconds the session waits after the path's end for the robot to run it.
 SETTLE_S = 0.3
+#: Seconds more, past that, it waits to hear from a robot that sent telemetry during the
+#: session but none since the path's end. A client that judges the link by its telemetry
+#: (after 0.5 s of silence, by default) finds the loss first; without that judgement the
+#: session then ends with the doubt, as it would with the loss.
+HEARD_WAIT_S = 1.0
 #: Seconds between two steps of the loop that drives a session: one robot tick.
 STEP_S = 0.02
 
@@ -114,6 +122,8 @@ class ReplaySession:
         self._clear_next = clear_first
         self._remainder: Message | None = None  # replaces messages[sent] in the next send
         self._target = 0  # what has been sent once the pending Send has gone
+        self._heard: float | None = None  # when telemetry last arrived, on the loop's clock
+        self._origin: float | None = None  # the loop's clock at session time 0
 
     @property
     def end(self) -> float:
@@ -121,7 +131,17 @@ class ReplaySession:
         return self.schedule.total + self.settle
 
     def on_telemetry(self, packet: PacketView, now: float) -> None:
-        pass  # open loop: the schedule alone says what to send
+        """Open loop: the schedule alone says what to send. When the robot was last heard
+        from decides whether the path ended clean (:meth:`finished`)."""
+        if self._heard is None or now > self._heard:
+            self._heard = now
+
+    @property
+    def last_heard(self) -> float | None:
+        """Session seconds at which telemetry last arrived; ``None`` before any did."""
+        if self._heard is None or self._origin is None:
+            return None
+        return self._heard - self._origin
 
     def on_pose(self, pose: StampedPose, now: float) -> None:
         pass
@@ -154,6 +174,7 @@ class ReplaySession:
 
     def step(self, elapsed: float, now: float, connected: bool) -> Send | None:
         self.elapsed = elapsed
+        self._origin = now - elapsed
         if not connected:
             return None
         target = due(self.schedule, self.sent, elapsed, self.lead, self.max_ahead)
@@ -172,9 +193,24 @@ class ReplaySession:
         self.sent = self._target
 
     def finished(self, elapsed: float, down: Outage | None) -> bool:
+        """Over once every command was sent and the path has run (settle included), and a
+        robot that sends telemetry was heard from after the path's end. Raises
+        :class:`EndedDown` when the link was down at the end, or when such a robot stayed
+        silent :data:`HEARD_WAIT_S` past it (no client judged the silence)."""
         n = len(self.schedule)
         if down is None:
-            return self.sent == n and elapsed >= self.end
+            if self.sent != n or elapsed < self.end:
+                return False
+            heard = self.last_heard
+            total = self.schedule.total
+            if heard is None or heard >= total:
+                return True  # heard after the end, or a robot that sends no telemetry
+            if elapsed < self.end + HEARD_WAIT_S:
+                return False  # a silence the client may yet judge a loss
+            raise EndedDown(
+                f"the robot was last heard at {heard:.2f} s, before the path's end at {total:.2f} s, "
+                f"and not in the {elapsed - total:.1f} s since: it may have dropped the link and stopped"
+            )
         if elapsed < self.end:
             return False
         if down.lost_at >= self.schedule.total and self.sent == n:
