@@ -38,7 +38,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,8 @@ LOCAL = "127.0.0.1"
 LINK_TIMEOUT_S = 0.2
 #: ... and its loop period.
 TICK_S = 0.02
+#: What a tick's start, as Network/Pose stamps it (whole milliseconds), may read early.
+STAMP_S = 0.001
 #: The square as the example plans it: (vx m/s, omega rad/s, ms) per step, then a zero to rest.
 SIDE = (0.5, 0.0, 2000)
 TURN = (0.0, 1.5708, 1000)
@@ -177,6 +179,8 @@ class Log:
     """Entries of the robot's data log, each a list of (wall time, value), in time order."""
 
     entries: dict[str, list[tuple[float, Any]]]
+    #: When each tick began (:attr:`~test_field.LoopLog.began`), in order.
+    began: list[float] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> list[tuple[float, Any]]:
         return self.entries.get(name, [])
@@ -216,18 +220,26 @@ class Log:
         entries = self.entries.items()
         ticks = sorted(t for name, values in entries if name.startswith(LOOP_ENTRIES) for t, _ in values)
         vx, omega = self["BCNP/Applied/Vx"], self["BCNP/Applied/Omega"]
-        return LoopLog(ticks, [(t, v, w) for (t, v), (_, w) in zip(vx, omega, strict=False)])
+        applied = [(t, v, w) for (t, v), (_, w) in zip(vx, omega, strict=False)]
+        return LoopLog(ticks, applied, began=self.began)
+
+
+#: The record each tick writes that carries the tick's own time: ``[x, y, heading, timestampMs]``.
+POSE_ENTRY = "NT:/SmartDashboard/Network/Pose"
 
 
 def read_log(log_dir: Path) -> Log:
     entries: dict[str, list[tuple[float, Any]]] = {}
+    began: list[float] = []
     for path in sorted(log_dir.glob("*.wpilog")):
         clock = log_clock(path)
         if clock is None:
             continue
         for name, _, stamp, value in records(path):
             entries.setdefault(name, []).append((clock.wall(stamp), value))
-    return Log(entries)
+            if name == POSE_ENTRY:  # the log's stamps are FPGA microseconds, as the tick's time
+                began.append(clock.wall(round(value[3] * 1000)))
+    return Log(entries, sorted(began))
 
 
 def settled_log(robot: SimRobot, until: float) -> Log:
@@ -503,8 +515,10 @@ def judge_the_losses(run: Run, log: Log) -> Losses:
     # a tick after it began).
     stopped_at, vx, omega = [applied for applied in loop.applied if applied[0] < back][-1]
     assert vx == omega == 0.0, f"the robot was driving when the link came back: {vx} m/s, {omega} rad/s"
-    assert not loop.ran_between(last + LINK_TIMEOUT_S + TICK_S, stopped_at), (
-        f"stopped {stopped_at - last:.3f} s after its last packet, its loop running meanwhile"
+    # Judged by when each tick began, the moment it decided: a machine that held the loop mid-tick
+    # writes the records of a tick that began before the timeout well after it.
+    assert not loop.began_between(last + LINK_TIMEOUT_S + STAMP_S, loop.began_before(stopped_at)), (
+        f"stopped {stopped_at - last:.3f} s after its last packet, a tick of its loop beginning meanwhile"
     )
     if back > stopped_at + COAST_S:  # long enough down to see the robot stand still
         x0, y0, h0 = log.pose(stopped_at + COAST_S)
@@ -588,9 +602,10 @@ def test_ctrl_c_stops_the_robot_and_exits_130(coprocessor: Path, robot: SimRobot
         stopped = [t for t, v in log.between("BCNP/Applied/Vx", stop, math.inf) if v == 0.0]
         assert stopped, f"the robot never stopped after the stop\n{seen}"
         stopped_at = stopped[0]
-    # The loop did not run on past the tick under way (its records are written up to a tick after
-    # it began) without stopping, nor drive again after.
-    assert not log.loop().ran_between(stop + TICK_S, stopped_at), seen
+    # No tick began after the stop without stopping (judged by when each began: a machine that held
+    # the loop mid-tick writes its records late), nor did the robot drive again after.
+    loop = log.loop()
+    assert not loop.began_between(stop + STAMP_S, loop.began_before(stopped_at)), seen
     assert all(v == 0.0 for _, v in log.between("BCNP/Applied/Vx", stopped_at, math.inf)), seen
     assert log.commands(stop, math.inf) == [], seen
     x0, y0, _ = log.pose(stopped_at + COAST_S)

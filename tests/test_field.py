@@ -100,6 +100,10 @@ class LoopLog:
     packets: list[float] = field(default_factory=list)
     #: When the robot found its link lost (``BCNP/Connected`` false), in order.
     lost: list[float] = field(default_factory=list)
+    #: When each tick began: the FPGA time it ran on, which ``Network/Pose`` carries (to the
+    #: millisecond). A record is written when the tick gets to it, which a machine that holds
+    #: the loop mid-tick delays past the next tick's due time; the tick decided at its start.
+    began: list[float] = field(default_factory=list)
 
     def ran_between(self, since: float, until: float) -> bool:
         """Whether the loop ran at some moment strictly between ``since`` and ``until``."""
@@ -109,6 +113,17 @@ class LoopLog:
     def stopped_after(self, when: float) -> float | None:
         """When the drivetrain was first told to stand still (vx = omega = 0) after ``when``."""
         return next((t for t, vx, omega in self.applied if t > when and vx == omega == 0.0), None)
+
+    def began_between(self, since: float, until: float) -> bool:
+        """Whether a tick began strictly between ``since`` and ``until`` (:attr:`began`)."""
+        i = bisect.bisect_right(self.began, since)
+        return i < len(self.began) and self.began[i] < until
+
+    def began_before(self, record: float) -> float:
+        """When the tick that wrote a record at ``record`` began: the last start before it."""
+        i = bisect.bisect_right(self.began, record)
+        assert i, f"no tick began before {record}: the log holds no Network/Pose before it"
+        return self.began[i - 1]
 
     def held_between(self, since: float, until: float) -> float:
         """How long the machine held the loop between two moments: each interval without a
