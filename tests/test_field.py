@@ -88,6 +88,12 @@ def index_of(start: CommandStart) -> int:
     return round(start.omega * 1000)
 
 
+def _any_between(times: list[float], since: float, until: float) -> bool:
+    """Whether the sorted ``times`` hold one strictly between ``since`` and ``until``."""
+    i = bisect.bisect_right(times, since)
+    return i < len(times) and times[i] < until
+
+
 @dataclass(frozen=True)
 class LoopLog:
     """What the robot's loop did, from its data log, on the wall clock."""
@@ -107,8 +113,7 @@ class LoopLog:
 
     def ran_between(self, since: float, until: float) -> bool:
         """Whether the loop ran at some moment strictly between ``since`` and ``until``."""
-        i = bisect.bisect_right(self.ticks, since)
-        return i < len(self.ticks) and self.ticks[i] < until
+        return _any_between(self.ticks, since, until)
 
     def stopped_after(self, when: float) -> float | None:
         """When the drivetrain was first told to stand still (vx = omega = 0) after ``when``."""
@@ -116,8 +121,7 @@ class LoopLog:
 
     def began_between(self, since: float, until: float) -> bool:
         """Whether a tick began strictly between ``since`` and ``until`` (:attr:`began`)."""
-        i = bisect.bisect_right(self.began, since)
-        return i < len(self.began) and self.began[i] < until
+        return _any_between(self.began, since, until)
 
     def began_before(self, record: float) -> float:
         """When the tick that wrote a record at ``record`` began: the last start before it."""
