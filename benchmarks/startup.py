@@ -14,8 +14,9 @@ folder (no ``physics.py``: its NetworkTables server stays on 5810). One differen
 where BOOT registers a HAL simulation callback that runs at the end of every loop
 (``registerSimPeriodicAfterCallback``, importing ``hal`` a little earlier than the robot
 would) and writes the monotonic clock to a pipe the first time, then runs ``robotpy`` as
-``-m`` would. The first tick is over when that line arrives; the start is taken just
-before the process is spawned, on the same clock.
+``-m`` would, every installed robotpy command loaded (``robotpy_command=None``). The first
+tick is over when that line arrives; the start is taken just before the process is
+spawned, on the same clock.
 
 In one run:
 
@@ -102,6 +103,7 @@ class Runs:
             program=program,
             python_flags=flags,
             first_tick=True,
+            robotpy_command=None,  # every installed robotpy command loaded, as `robotpy sim` does
             # Bytecode cached, as on a second start anywhere (robotpy deploy compiles the code
             # on the roboRIO): in a folder of the run's own, so neither the checkout nor
             # site-packages is written to. A warm-up start of each robot fills it first.

@@ -9,6 +9,7 @@ it is never the one asked.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,8 @@ def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> Non
     from bcnp.host.nt.monitor import Monitor
     from benchmarks.harness.sim import SimRobot
 
-    with SimRobot(tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": ""}) as robot:
+    # Every installed robotpy command loaded, as `robotpy sim` loads them.
+    with SimRobot(tmp_path / "logs", env={"BCNP_SIM_AUTONOMOUS": ""}, robotpy_command=None) as robot:
         robot.start()
         robot.wait_ticking()
         nt_port = robot.nt_port
@@ -102,3 +104,27 @@ def test_the_headless_simulator_starts_ready_to_be_driven(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert "not driving" not in result.stdout, result.stdout
     assert values["Network/Mode"] == "autonomous" and values["Network/Enabled"] is True
+
+
+def test_the_launchers_robot_loads_robotpys_sim_command_alone_unless_asked_for_every_one(
+    tmp_path: Path,
+) -> None:
+    """SimRobot's robot process loads robotpy's ``sim`` command alone (half the CPU of a
+    start); with ``robotpy_command=None`` every installed command, as ``robotpy`` does."""
+    from benchmarks.harness.sim import BOOT, ONE_COMMAND_ENV, SimRobot
+
+    def commands(robot: SimRobot) -> set[str]:
+        _, command, env = robot.command()
+        at = command.index("--main")
+        result = subprocess.run(
+            [*command[:at], "--help"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+        )
+        listed = re.search(r"\{([^}]*)\}", result.stdout)  # robotpy's help: {command,...}
+        assert listed, result.stdout + result.stderr
+        return set(listed.group(1).split(","))
+
+    one = SimRobot(tmp_path / "one")
+    assert one.command()[1][1:3] == ["-c", BOOT] and one.command()[2][ONE_COMMAND_ENV] == "sim"
+    assert commands(one) == {"sim"}
+    every = commands(SimRobot(tmp_path / "every", robotpy_command=None))
+    assert {"sim", "test", "deploy"} <= every, every

@@ -3,7 +3,9 @@
 :class:`SimRobot` runs ``robot.py`` as ``python run.py sim --nogui`` does
 (``python -m robotpy --main robot.py sim --nogui`` in the project's ``.sim/``,
 ``BCNP_SIM_AUTONOMOUS=1``: autonomous, enabled), in its own process, with BCNP
-on a port of its own and its ``.wpilog`` in a folder of its own::
+on a port of its own and its ``.wpilog`` in a folder of its own. One difference:
+robotpy loads its ``sim`` command alone (:data:`BOOT`; ``robotpy_command=None`` loads
+every installed command, as ``robotpy`` itself does), which halves the CPU a start takes::
 
     with SimRobot(tmp / "logs") as robot:
         robot.start()                   # returns once BCNP answers on robot.port
@@ -31,8 +33,8 @@ not refused.
 
 Other programs. ``program`` runs another ``robot.py`` (an empty TimedRobot, say) the
 same way; ``start(ready=False)`` returns once the process is spawned, for a program that
-does not speak BCNP. ``first_tick=True`` runs ``robotpy`` through :data:`BOOT`, which
-reports the end of the robot's first loop (:meth:`SimRobot.wait_first_tick`, on the
+does not speak BCNP. ``first_tick=True`` has :data:`BOOT` report the end of the robot's
+first loop (:meth:`SimRobot.wait_first_tick`, on the
 clock :attr:`SimRobot.spawned_ns` is read on, just before the spawn). ``python_flags``
 go before the command (``-X importtime``). A program without this project's physics.py
 serves NetworkTables where ``robotpy sim`` puts it (5810).
@@ -61,20 +63,40 @@ POLL_S = 0.01
 #: The variable that hands :data:`BOOT` the pipe it writes the first tick to.
 FIRST_TICK_FD_ENV = "BCNP_STARTUP_FD"
 
-#: Runs robotpy as ``python -m robotpy`` does, after registering a HAL simulation callback
-#: that runs at the end of every loop and writes the monotonic clock (ns) to the pipe
-#: :data:`FIRST_TICK_FD_ENV` names the first time (``hal`` is imported a little earlier
-#: than the robot would).
+#: The variable that names the one robotpy command :data:`BOOT` loads (``SimRobot(command=...)``).
+ONE_COMMAND_ENV = "BCNP_ROBOTPY_COMMAND"
+
+#: Runs robotpy as ``python -m robotpy`` does, with two differences, each asked for through
+#: the environment. With :data:`FIRST_TICK_FD_ENV`: a HAL simulation callback that runs at the
+#: end of every loop writes the monotonic clock (ns) to that pipe the first time (``hal`` is
+#: imported a little earlier than the robot would). With :data:`ONE_COMMAND_ENV`: robotpy loads
+#: that one of its commands. robotpy itself imports every installed command's module before it
+#: reads its arguments (to list them in its help): pyfrc's ``test`` and ``coverage`` import
+#: pytest, robotpy-installer's commands its packaging libraries, half a second of CPU that a
+#: ``sim`` never uses (0.94 s to the end of the first tick with all of them, 0.49 s with ``sim``
+#: alone, measured here 2026-11-27).
 BOOT = """\
-import os, sys, time
-import hal.simulation
-_fd = int(os.environ.pop("BCNP_STARTUP_FD"))
-_ticks = []
-def _first_tick():
-    if not _ticks:
-        _ticks.append(time.monotonic_ns())
-        os.write(_fd, b"%d\\n" % _ticks[0])
-_callback = hal.simulation.registerSimPeriodicAfterCallback(_first_tick)
+import os, sys
+_fd = os.environ.pop("BCNP_STARTUP_FD", None)
+if _fd is not None:
+    import time
+    import hal.simulation
+    _ticks = []
+    def _first_tick():
+        if not _ticks:
+            _ticks.append(time.monotonic_ns())
+            os.write(int(_fd), b"%d\\n" % _ticks[0])
+    _callback = hal.simulation.registerSimPeriodicAfterCallback(_first_tick)
+_only = os.environ.pop("BCNP_ROBOTPY_COMMAND", None)
+if _only:
+    import importlib.metadata
+    _entry_points = importlib.metadata.entry_points
+    def _one_command(**params):
+        found = _entry_points(**params)
+        if str(params.get("group", "")).startswith("robotpy_cli"):
+            return [point for point in found if point.name == _only]
+        return found
+    importlib.metadata.entry_points = _one_command
 import runpy
 sys.argv[0] = "robotpy"
 runpy.run_module("robotpy", run_name="__main__", alter_sys=True)
@@ -138,6 +160,7 @@ class SimRobot:
         program: Path | None = None,
         python_flags: Sequence[str] = (),
         first_tick: bool = False,
+        robotpy_command: str | None = "sim",
     ) -> None:
         self.log_dir = Path(log_dir)
         #: Its NetworkTables server's port: one of its own (``BCNP_SIM_NT_PORT``), never 5810
@@ -149,6 +172,8 @@ class SimRobot:
         self.program = Path(program) if program is not None else None
         self.python_flags = tuple(python_flags)
         self.first_tick = first_tick
+        #: The one robotpy command the process loads (:data:`BOOT`); ``None``: every installed one.
+        self.robotpy_command = robotpy_command
         self.port = port or free_port()
         self.drivetrain = drivetrain
         self.extra_env = dict(env or {})
@@ -181,10 +206,11 @@ class SimRobot:
             command[command.index("--main") + 1] = str(self.program)
             cwd = self.program.parent / run.SIM_DIR
             cwd.mkdir(exist_ok=True)
-        if self.first_tick:
-            command[1:3] = ["-c", BOOT]  # `-m robotpy`, by way of BOOT
+        command[1:3] = ["-c", BOOT]  # `-m robotpy`, by way of BOOT
         command[1:1] = self.python_flags
         env = run.sim_environment(args, dict(os.environ))
+        if self.robotpy_command:
+            env[ONE_COMMAND_ENV] = self.robotpy_command
         env.update(
             {
                 "BCNP_PORT": str(self.port),
