@@ -91,37 +91,56 @@ class Chassis:
         )
         self._rad_per_m = gear_ratio / wheel_radius_m  # motor rad per metre of wheel travel
         self._kv = motor.Kv
+        self._resistance = motor.R
+        self._read()
+
+    def _read(self) -> None:
+        """The model's wheel positions and speeds, and what follows from them, read once after
+        each step: the devices, the friction and the motors' power all ask for them within it."""
+        model, rad_per_m, kv = self.model, self._rad_per_m, self._kv
+        left_mps, right_mps = model.getLeftVelocity(), model.getRightVelocity()
+        left_m, right_m = model.getLeftPosition(), model.getRightPosition()
+        self._wheel_mps = (left_mps, right_mps)
+        self._wheel_m = (left_m, right_m)
+        self._motor_rad_s = motor = (
+            left_mps * rad_per_m * MOTOR_MOUNT[0],
+            right_mps * rad_per_m * MOTOR_MOUNT[1],
+        )
+        self._motor_rotations = (
+            left_m * rad_per_m * MOTOR_MOUNT[0] / math.tau,
+            right_m * rad_per_m * MOTOR_MOUNT[1] / math.tau,
+        )
+        self._back_emf = (motor[0] / kv, motor[1] / kv)
 
     def motor_speed(self, side: int) -> float:
         """A side's motor speed (rad/s, in the motors' own sense)."""
-        wheel = self.model.getLeftVelocity() if side == 0 else self.model.getRightVelocity()
-        return wheel * self._rad_per_m * MOTOR_MOUNT[side]
+        return self._motor_rad_s[side]
 
     def motor_rotations(self, side: int) -> float:
         """How far a side's motors have turned since the start (rotations, their own sense)."""
-        wheel = self.model.getLeftPosition() if side == 0 else self.model.getRightPosition()
-        return wheel * self._rad_per_m * MOTOR_MOUNT[side] / math.tau
+        return self._motor_rotations[side]
 
     def wheel_position(self, side: int) -> float:
-        return self.model.getLeftPosition() if side == 0 else self.model.getRightPosition()
+        return self._wheel_m[side]
 
     def wheel_velocity(self, side: int) -> float:
-        return self.model.getLeftVelocity() if side == 0 else self.model.getRightVelocity()
+        return self._wheel_mps[side]
 
     def back_emf(self, side: int) -> float:
         """The voltage a side's motors generate turning at their speed (their own sense)."""
-        return self.motor_speed(side) / self._kv
+        return self._back_emf[side]
 
     def step(self, left: list[float], right: list[float], dt: float) -> None:
         """Integrate ``dt`` seconds with each motor's terminal voltage (its own sense): each list
         is a side's controllers, each driving an equal share of the side's motors."""
         model = self.model
         d = self.disturbances
-        resistance = self.motor.R
+        resistance = self._resistance
+        back_emf = self._back_emf
         power = 0.0
         inputs = []
         for side, volts in enumerate((left, right)):
-            emf = self.back_emf(side)
+            emf = back_emf[side]
             scale = d.right_scale if side == 1 else 1.0
             share = self.motors_per_side / len(volts)
             total = 0.0
@@ -132,11 +151,13 @@ class Chassis:
                 total += v
             inputs.append(total / len(volts) * MOTOR_MOUNT[side])
         self.power_w = power
+        wheel_mps = self._wheel_mps
         model.setInputs(
-            after_friction(inputs[0], model.getLeftVelocity(), d.friction_v),
-            after_friction(inputs[1], model.getRightVelocity(), d.friction_v),
+            after_friction(inputs[0], wheel_mps[0], d.friction_v),
+            after_friction(inputs[1], wheel_mps[1], d.friction_v),
         )
         model.update(dt)
+        self._read()
 
     def supply_current(self, vbus: float) -> float:
         """The current the drive draws from the battery (A) at the last step: the power the

@@ -64,6 +64,9 @@ class SparkMaxFirmware:
     ) -> None:
         self.spark = spark
         self.motor = motor
+        # The motor's constants, read once (each read is a call into WPILib's model).
+        self._kv, self._ohms = motor.Kv, motor.R
+        self._free_rpm = motor.freeSpeed * _RAD_PER_S_TO_RPM
         self.polarity = polarity  # -1: its motor's leads are swapped
         self.sim = rev.SparkMaxSim(spark, motor)
         self.encoder_sim = self.sim.getRelativeEncoderSim()
@@ -226,18 +229,18 @@ class SparkMaxFirmware:
             self.current_a = 0.0
             return 0.0 if self.brake else back_emf
         volts = self.motor_duty * vbus * self.polarity
-        motor = self.motor
-        rpm = abs(back_emf * motor.Kv) * _RAD_PER_S_TO_RPM
+        ohms = self._ohms
+        rpm = abs(back_emf * self._kv) * _RAD_PER_S_TO_RPM
         limit = self.stall_limit_a
-        free_rpm = motor.freeSpeed * _RAD_PER_S_TO_RPM
+        free_rpm = self._free_rpm
         if rpm > self.limit_rpm and free_rpm > self.limit_rpm:  # toward the free limit at free speed
             share = min(1.0, (rpm - self.limit_rpm) / (free_rpm - self.limit_rpm))
             limit += (self.free_limit_a - self.stall_limit_a) * share
 
-        current = (volts - back_emf) / motor.R
+        current = (volts - back_emf) / ohms
         if current > limit:
-            volts = back_emf + limit * motor.R
+            volts = back_emf + limit * ohms
         elif current < -limit:
-            volts = back_emf - limit * motor.R
-        self.current_a = (volts - back_emf) / motor.R
+            volts = back_emf - limit * ohms
+        self.current_a = (volts - back_emf) / ohms
         return volts
