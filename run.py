@@ -72,7 +72,8 @@ TASKS = {
     # what each test took in the last run (pytest's cache); `-n 0` after `test` runs serially.
     "test": ("test", ["pytest", "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]),
     "bcnp": ("host", ["bcnp"]),
-    "robotpy": ("sim", ["robotpy"]),
+    # `robotpy deploy` runs `robotpy test` (the deploy tier) before every upload: its libraries too.
+    "robotpy": ("deploy-tests", ["robotpy"]),
 }
 
 #: What stops a task: Ctrl-C, ``kill``, a closed terminal (SIGHUP: not on Windows).

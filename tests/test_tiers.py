@@ -18,10 +18,12 @@ import pytest
 from conftest import (
     ALL_ENV,
     DEPLOY,
+    DEPLOY_WORKERS,
     DURATIONS,
     GUESSES,
     ROOT,
     Timings,
+    deploy_workers,
     guess,
     longest_first,
     modules_to_collect,
@@ -99,6 +101,29 @@ def test_robotpy_test_runs_the_deploy_folder_and_everything_when_asked(
     assert set(modules(deploy)) == modules_in(DEPLOY)
     assert set(modules(everything)) == set(ALL_PROBE)  # the full suite's module is no longer left out
     assert modules_in(DEPLOY) < modules_in(TESTS)
+
+
+def test_robotpy_test_hands_the_deploy_tier_to_a_worker_a_cpu() -> None:
+    """``robotpy test`` (so ``robotpy deploy``) runs the tier on one pytest-xdist worker a CPU,
+    each with pyfrc's robot fixtures (a stock test of the robot program, asked for by path:
+    a whole collection is seconds of CPU); one CPU: in its own process."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env.update({TIER_ENV: "", ALL_ENV: ""})
+    result = subprocess.run(
+        [sys.executable, "-m", "robotpy", "test", "--", "tests/deploy/test_pyfrc_stock.py", "-k", "disabled"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    workers = deploy_workers(cpus)
+    if workers:
+        assert f"created: {workers}/{workers} workers" in result.stdout, result.stdout[-2000:]
+    assert "1 passed" in result.stdout, result.stdout[-2000:]
+    assert [deploy_workers(n) for n in (1, 2, 3, 64)] == [0, 2, 3, DEPLOY_WORKERS]
 
 
 def test_the_deploy_tier_leaves_the_heaviest_cases_to_the_full_suite(
