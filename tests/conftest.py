@@ -120,6 +120,14 @@ def deploy_workers(cpus: int) -> int:
     return min(cpus, DEPLOY_WORKERS) if cpus > 1 else 0
 
 
+def under_coverage() -> bool:
+    """Whether coverage.py measures this process (``robotpy coverage test``): it would not
+    measure workers."""
+    coverage = sys.modules.get("coverage")
+    current = getattr(getattr(coverage, "Coverage", None), "current", None)
+    return callable(current) and current() is not None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``robotpy test`` (so ``robotpy deploy``) runs the deploy tier in parallel where
@@ -127,7 +135,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     each (``--dist loadfile``), the longest first, as the full suite hands them out. Here (two
     CPUs) 10.5-11.5 s instead of 14-17 s in this process. Not when the run names its own
     workers (``robotpy test -- -n 0`` runs in this process), only collects, runs everything
-    (``BCNP_TEST_ALL=1``) or runs each test in a robot process of its own (``--isolated``).
+    (``BCNP_TEST_ALL=1``), runs each test in a robot process of its own (``--isolated``) or
+    runs under coverage.py (``robotpy coverage test``: it measures this process alone).
     Before xdist reads ``-n``; each worker registers pyfrc's plugin itself (pytest_configure)."""
     option = config.option
     if (
@@ -136,6 +145,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         and started_by_robotpy_test(config, "PyFrcPlugin")
         and not all_asked()
         and not config.getoption("collectonly")
+        and not under_coverage()
     ):
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = deploy_workers(cpus)

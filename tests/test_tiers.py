@@ -28,6 +28,7 @@ from conftest import (
     longest_first,
     modules_to_collect,
     rewrite_test_modules,
+    under_coverage,
 )
 from support import TIER_ENV
 
@@ -124,6 +125,26 @@ def test_robotpy_test_hands_the_deploy_tier_to_a_worker_a_cpu() -> None:
         assert f"created: {workers}/{workers} workers" in result.stdout, result.stdout[-2000:]
     assert "1 passed" in result.stdout, result.stdout[-2000:]
     assert [deploy_workers(n) for n in (1, 2, 3, 64)] == [0, 2, 3, DEPLOY_WORKERS]
+
+
+def test_under_coverage_the_deploy_tier_stays_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``robotpy coverage test`` runs ``robotpy test`` under coverage.py, which measures its own
+    process: workers would go unmeasured. (coverage.py is not a requirement here: a stand-in with
+    its API, ``Coverage.current()``, the measurement running or not.)"""
+
+    class Coverage:
+        running: object = None
+
+        @classmethod
+        def current(cls) -> object:
+            return cls.running
+
+    monkeypatch.delitem(sys.modules, "coverage", raising=False)
+    assert not under_coverage()
+    monkeypatch.setitem(sys.modules, "coverage", SimpleNamespace(Coverage=Coverage))
+    assert not under_coverage()  # imported, not measuring
+    Coverage.running = object()
+    assert under_coverage()
 
 
 def test_the_deploy_tier_leaves_the_heaviest_cases_to_the_full_suite(
