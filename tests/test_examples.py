@@ -481,16 +481,18 @@ def judge_the_losses(run: Run, log: Log) -> Losses:
     loop = log.loop()
     assert on_time(behind, plan, loop), steps
     # The square carried on to its end after the loss: its last step, the rest, started, or ran
-    # out inside one late tick (the robot's loop did not run while it was due: from the end of
-    # the step before, on the robot's timeline up to the queue's lag behind that step's start, to
-    # the rest's end: no tick, no start).
+    # out inside one late tick (no tick of the robot's loop began while it was due: from the end
+    # of the step before, on the robot's timeline up to the queue's lag behind that step's start,
+    # to the rest's end: no tick, no start). By when each tick began, not when it wrote its
+    # records: a tick begun before the rest was due, which the machine held past that, did not
+    # start it.
     # Or the machine held the example past the link timeout in its last steps: the robot ended the
     # link for the silence (its queue emptied, it stopped) after its last start.
     final = behind[-1]
     ran_out = timed_out = False
     if final.index == len(PLAN) - 2:
         due = final.start.wall_time + final.start.duration_ms / 1000
-        ran_out = not loop.ran_between(due, due + PLAN[-1][2] / 1000 - MAX_COMMAND_LAG_S)
+        ran_out = not loop.began_between(due, due + PLAN[-1][2] / 1000 - MAX_COMMAND_LAG_S)
     if final.index < len(PLAN) - 1:
         ends = log.between("BCNP/Controller", final.start.wall_time, run.ended + COAST_S)
         timed_out = any("link lost" in text for _, text in ends)
