@@ -109,6 +109,11 @@ def all_asked() -> bool:
     return os.environ.get(ALL_ENV, "").strip() == "1"
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 #: The deploy tier's workers at most (``robotpy test`` where pytest-xdist is installed).
 DEPLOY_WORKERS = 4
 
@@ -131,7 +136,7 @@ def under_coverage() -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``robotpy test`` (so ``robotpy deploy``) runs the deploy tier in parallel where
-    pytest-xdist is installed (the sim extra installs it): :func:`deploy_workers`, whole modules
+    pytest-xdist is installed (the deploy-tests extra installs it): :func:`deploy_workers`, whole modules
     each (``--dist loadfile``), the longest first, as the full suite hands them out. Here (two
     CPUs) 10.5-11.5 s instead of 14-17 s in this process. Not when the run names its own
     workers (``robotpy test -- -n 0`` runs in this process), only collects, runs everything
@@ -147,8 +152,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         and not config.getoption("collectonly")
         and not under_coverage()
     ):
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = deploy_workers(cpus)
+        workers = deploy_workers(usable_cpus())
         if workers:
             option.numprocesses = workers
             option.dist = "loadfile"
@@ -377,8 +381,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     cores here were busy 84 % of a run (119 s), with three 92-94 % (100-105 s), though the
     workers' start (each collects the suite: 3 s of CPU) then takes 11 s, not 7.5 s.
     At most 8: each worker more costs its start, and the longest module (45 s) sets a floor."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(3 * cpus, 8)
+    return min(3 * usable_cpus(), 8)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -29,12 +29,15 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import run
 from benchmarks.harness import ROOT
 
 LIBRARY = ROOT / "bcnp"
@@ -517,3 +520,28 @@ def test_the_robot_never_imports_the_simulator() -> None:
                 names = [node.module or ""]
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("sim", "physics")]
     assert offenders == []
+
+
+def test_robotpy_deploy_installs_what_its_tests_import() -> None:
+    """`python run.py robotpy deploy` installs what `robotpy test` (which deploy runs first) needs
+    for the deploy tier: every third-party module its test files, their helpers and
+    tests/conftest.py import (and pytest-xdist, its workers), with the robot's own."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras, command = run.TASKS["robotpy"]
+    assert command == ["robotpy"]
+    installed = {re.split(r"[<>=\[ ;]", r)[0].lower() for r in run.requirements(pyproject, extras)}
+    tests = ROOT / "tests"
+    tier = [*(tests / "deploy").glob("*.py"), tests / "conftest.py", tests / "support.py"]
+    imported = set().union(*(_imports(path) for path in tier))
+    own = {p.stem for p in ROOT.glob("*.py")} | {
+        p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()
+    }
+    local = own | {p.stem for p in tests.rglob("*.py")}
+    third_party = {m for m in imported - local if m not in sys.stdlib_module_names}
+    # What provides each module the tier imports (robotpy[sim] brings WPILib's, pyfrc and pytest).
+    provider = {"hypothesis": "hypothesis", "pytest": "pytest", "_pytest": "pytest", "xdist": "pytest-xdist"}
+    robotpy = {"wpilib", "wpimath", "ntcore", "hal", "pyfrc", "rev", "commands2", "robotpy_ext", "wpiutil"}
+    unknown = sorted(third_party - robotpy - set(provider))
+    assert not unknown, f"the deploy tier imports {unknown}: say which requirement provides each"
+    needed = {provider[m] for m in third_party & set(provider)} | {"pytest-xdist"}
+    assert needed <= installed, sorted(needed - installed)

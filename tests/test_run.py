@@ -4,11 +4,9 @@ command installs (real interpreters, pip kept off the network)."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -394,40 +392,6 @@ def test_a_task_needs_its_extras_requirements_with_the_projects_own_extras_expan
         "bcnp-robot[deploy-tests,host]",
     }
     assert run.requirements(pyproject, "sim") == optional["sim"]
-
-
-def test_robotpy_deploy_finds_what_its_tests_import() -> None:
-    """`python run.py robotpy deploy` installs what `robotpy test` (which deploy runs first) needs
-    for the deploy tier: every third-party module its test files, their helpers and
-    tests/conftest.py import (and pytest-xdist, its workers), with the robot's own."""
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    extras, command = run.TASKS["robotpy"]
-    assert command == ["robotpy"]
-    installed = {re.split(r"[<>=\[ ;]", r)[0].lower() for r in run.requirements(pyproject, extras)}
-    tier = [
-        *(ROOT / "tests" / "deploy").glob("*.py"),
-        ROOT / "tests" / "conftest.py",
-        ROOT / "tests" / "support.py",
-    ]
-    imported: set[str] = set()
-    for path in tier:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                imported.add(node.module.split(".")[0])
-    own = {p.stem for p in ROOT.glob("*.py")} | {
-        p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()
-    }
-    local = own | {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"benchmarks"}
-    third_party = {m for m in imported - local if m not in sys.stdlib_module_names}
-    # What provides each module the tier imports (robotpy[sim] brings WPILib's, pyfrc and pytest).
-    provider = {"hypothesis": "hypothesis", "pytest": "pytest", "_pytest": "pytest", "xdist": "pytest-xdist"}
-    robotpy = {"wpilib", "wpimath", "ntcore", "hal", "pyfrc", "rev", "commands2", "robotpy_ext", "wpiutil"}
-    unknown = sorted(third_party - robotpy - set(provider))
-    assert not unknown, f"the deploy tier imports {unknown}: say which requirement provides each"
-    needed = {provider[m] for m in third_party & set(provider)} | {"pytest-xdist"}
-    assert needed <= installed, sorted(needed - installed)
 
 
 @POSIX_ONLY

@@ -29,6 +29,7 @@ from conftest import (
     modules_to_collect,
     rewrite_test_modules,
     under_coverage,
+    usable_cpus,
 )
 from support import TIER_ENV
 
@@ -108,7 +109,6 @@ def test_robotpy_test_hands_the_deploy_tier_to_a_worker_a_cpu() -> None:
     """``robotpy test`` (so ``robotpy deploy``) runs the tier on one pytest-xdist worker a CPU,
     each with pyfrc's robot fixtures (a stock test of the robot program, asked for by path:
     a whole collection is seconds of CPU); one CPU: in its own process."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update({TIER_ENV: "", ALL_ENV: ""})
     result = subprocess.run(
@@ -120,7 +120,7 @@ def test_robotpy_test_hands_the_deploy_tier_to_a_worker_a_cpu() -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    workers = deploy_workers(cpus)
+    workers = deploy_workers(usable_cpus())
     if workers:
         assert f"created: {workers}/{workers} workers" in result.stdout, result.stdout[-2000:]
     assert "1 passed" in result.stdout, result.stdout[-2000:]

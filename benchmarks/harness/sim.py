@@ -63,7 +63,7 @@ POLL_S = 0.01
 #: The variable that hands :data:`BOOT` the pipe it writes the first tick to.
 FIRST_TICK_FD_ENV = "BCNP_STARTUP_FD"
 
-#: The variable that names the one robotpy command :data:`BOOT` loads (``SimRobot(command=...)``).
+#: The variable that names the one robotpy command :data:`BOOT` loads (``SimRobot.robotpy_command``).
 ONE_COMMAND_ENV = "BCNP_ROBOTPY_COMMAND"
 
 #: Runs robotpy as ``python -m robotpy`` does, with two differences, each asked for through
@@ -75,9 +75,9 @@ ONE_COMMAND_ENV = "BCNP_ROBOTPY_COMMAND"
 #: pytest, robotpy-installer's commands its packaging libraries, half a second of CPU that a
 #: ``sim`` never uses (0.94 s to the end of the first tick with all of them, 0.49 s with ``sim``
 #: alone, measured here 2026-11-27).
-BOOT = """\
+BOOT = f"""\
 import os, sys
-_fd = os.environ.pop("BCNP_STARTUP_FD", None)
+_fd = os.environ.pop({FIRST_TICK_FD_ENV!r}, None)
 if _fd is not None:
     import time
     import hal.simulation
@@ -87,7 +87,7 @@ if _fd is not None:
             _ticks.append(time.monotonic_ns())
             os.write(int(_fd), b"%d\\n" % _ticks[0])
     _callback = hal.simulation.registerSimPeriodicAfterCallback(_first_tick)
-_only = os.environ.pop("BCNP_ROBOTPY_COMMAND", None)
+_only = os.environ.pop({ONE_COMMAND_ENV!r}, None)
 if _only:
     import importlib.metadata
     _entry_points = importlib.metadata.entry_points
