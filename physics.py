@@ -2,13 +2,14 @@
 
 The models live in ``sim/`` (docs/robot.md, "The simulator" and "Device models"): the
 chassis with its motors mounted as on the robot (``sim.chassis``), each wiring's devices as
-their makers document them (``sim.wirings``: PWM controllers and FPGA encoders, or SPARK MAX
-firmware on REVLib's device I/O), the gyro (``sim.gyro``), the battery and brownout
+their makers run or document them (``sim/<wiring>.py`` behind ``sim.wirings``: PWM
+controllers and FPGA encoders, SPARK MAX firmware on REVLib's device I/O, or CTRE's own
+TalonFX and Pigeon 2 firmware), the gyro (``sim.gyro``), the battery and brownout
 (``sim.battery``). Every ``BCNP_SIM_*`` variable is read once, by ``sim.settings``.
 
 Each tick: what the code commanded is taken, the chassis is stepped in short steps (the
-SPARK MAX's 1 ms loop, else 5 ms) with the devices between, then the sensors are written
-for the code to read next tick, the bus voltage under the drive's current is set, and the
+devices' own period: the SPARK MAX's 1 ms loop, else 5 ms) with the devices between, then the
+sensors are written for the code to read next tick, the bus voltage under the drive's current is set, and the
 Field2d pose (``/SmartDashboard/Field/Robot``) and its trail (``/SmartDashboard/Field/Trail``)
 move. A headless ``robotpy sim --nogui`` starts its simulated driver station in autonomous,
 enabled (``BCNP_SIM_AUTONOMOUS``).
@@ -35,7 +36,8 @@ from sim.battery import Battery
 from sim.chassis import Chassis
 from sim.gyro import GyroModel
 from sim.settings import SimSettings, read
-from sim.wirings import wiring_devices
+from sim.wirings import Devices, wiring_devices
+from sim.wirings import drive_motor as wiring_motor
 
 if typing.TYPE_CHECKING:
     from robot import BcnpRobot
@@ -57,15 +59,13 @@ SERVING_EARLY = nt.serve_before_the_robot(read().nt_port, SIM_DIR, sys.argv)
 
 
 def drive_motor() -> DCMotor:
-    """One drive motor: a CIM (or a NEO with ``SPARKMAX_BRUSHLESS`` on the SPARK MAX wiring)."""
-    if constants.drivetrain_wiring() == "sparkmax" and constants.SPARKMAX_BRUSHLESS:
-        return DCMotor.NEO(1)
-    return DCMotor.CIM(1)
+    """One drive motor of the wiring the robot is built with (a CIM on the kitbot)."""
+    return wiring_motor(constants.drivetrain_wiring())
 
 
-def make_chassis(settings: SimSettings) -> Chassis:
+def make_chassis(settings: SimSettings, motor: DCMotor | None = None) -> Chassis:
     return Chassis(
-        drive_motor(),
+        motor if motor is not None else drive_motor(),
         2,
         constants.GEAR_RATIO,
         constants.WHEEL_DIAMETER_M / 2,
@@ -78,16 +78,17 @@ class PhysicsEngine:
     def __init__(self, physics_controller: PhysicsInterface, robot: BcnpRobot) -> None:
         self.settings = settings = read()
         rng = random.Random(settings.seed)
-        io = robot.drivetrain.io
-        self.chassis = make_chassis(settings)
+        self.devices: Devices = wiring_devices(robot.drivetrain.io, settings, rng)
+        self.chassis = make_chassis(settings, self.devices.motor)
         self.drivesim = self.chassis.model
         self.drivesim.setPose(START_POSE)
-        # REVLib's simulation keeps a reference to the motor model: it must outlive it.
-        self.motor = self.chassis.motor
-        self.devices = wiring_devices(io, self.motor, settings, rng)
         faults = settings.faults
         self.gyro = GyroModel(
-            io.gyro, documented=settings.documented, sign=faults.gyro_sign, fail_s=faults.gyro_fail_s, rng=rng
+            self.devices.gyro_sink,
+            self.devices.gyro_part,
+            sign=faults.gyro_sign,
+            fail_s=faults.gyro_fail_s,
+            rng=rng,
         )
         self.battery = Battery(settings.disturbances, brownout=settings.documented)
         self.trail: deque[Pose2d] = deque([START_POSE], maxlen=TRAIL_LENGTH)
@@ -128,6 +129,7 @@ class PhysicsEngine:
         rate = math.degrees((model.getRightVelocity() - model.getLeftVelocity()) / chassis.track_m)
         self.gyro.sense(model.getHeading().degrees(), rate, self.elapsed, steps * step)
         battery.update(chassis.supply_current(vbus))
+        devices.end()
 
         pose = model.getPose()
         self.field.setRobotPose(pose)

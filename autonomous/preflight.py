@@ -13,9 +13,9 @@ after each, and judges:
   says nothing of how the chassis turned. A gyro that saw only noise while the wheels turned
   is on blocks: its own result, never a pass; one whose reading stayed exactly the same over
   a whole step is frozen (a live gyro's noise always moves it);
-* ``Followers``: each SPARK MAX follower's applied output has its leader's sign and size
-  (REVLib ``getAppliedOutput()``); the kitbot has none;
-* ``Config``: every SPARK MAX took its configuration (``SparkMaxIO.config_errors``).
+* ``Followers``: each follower's applied output has its leader's sign and size, as its
+  configuration relates them (the drivetrain's inputs); the kitbot has none;
+* ``Config``: every CAN controller took its configuration (the inputs' ``config_results``).
 
 Each item is ``PASS``, ``FAIL``, ``N/A``, ``ON BLOCKS`` or ``NOT JUDGED``, with a short why,
 on SmartDashboard (``Preflight/<item>``, and ``Preflight/Result``) and in the data log (the
@@ -36,12 +36,10 @@ from wpiutil.log import StringLogEntry
 
 import constants
 from autonomous import FieldGuard, Mode
-from subsystems.drivetrain.io import SparkMaxIO
 
 if TYPE_CHECKING:
-    import rev
-
     from subsystems.drivetrain.drivetrain import Drivetrain
+    from subsystems.drivetrain.io import ConfigResult
     from subsystems.link.bcnp_link import BcnpLink
 
 PREFIX = "Preflight/"
@@ -75,7 +73,7 @@ class Step:
     #: True while every gyro reading of the step was exactly the first one.
     gyro_still: bool = True
     #: (side, leader's applied output, follower's, the follower's configured relation: +1 the
-    #: same output, -1 the opposite) while it drove, SPARK MAX only.
+    #: same output, -1 the opposite) while it drove, wirings with followers only.
     followers: list[tuple[str, float, float, int]] = field(default_factory=list)
 
     def travel(self, side: int) -> float:
@@ -185,17 +183,17 @@ def judge_followers(samples: list[tuple[str, float, float, int]] | None) -> Verd
     return PASS, said
 
 
-def judge_config(errors: list[tuple[int, str]] | None) -> Verdict:
-    """REVLib's answer to each controller's configure(): (CAN id, error name)."""
-    if errors is None:
+def judge_config(results: tuple[ConfigResult, ...] | None) -> Verdict:
+    """Each controller's answer to its configuration at start."""
+    if results is None:
         return NA, "this wiring has no configurable controllers"
-    bad = [f"CAN {can}: {name}" for can, name in errors if name != "kOk"]
+    bad = [f"{result.device}: {result.status}" for result in results if not result.ok]
     if bad:
         return FAIL, (
             f"{', '.join(bad)}: the controller did not take its configuration (CAN id, wiring, "
-            "firmware; REV Hardware Client)"
+            "firmware; REV Hardware Client, Phoenix Tuner X)"
         )
-    return PASS, f"{len(errors)} controllers took their configuration"
+    return PASS, f"{len(results)} controllers took their configuration"
 
 
 def overall(verdicts: dict[str, Verdict], interlock: str = "") -> Verdict:
@@ -269,7 +267,7 @@ class PreflightCheck(Mode):
             # command: the check ends after this step's pause, with what it measured so far. On
             # the enable's first tick a fault is the last enable's: the drivetrain clears it.
             if elapsed > 0.0:
-                self._interlock = self._interlock or getattr(drivetrain, "drive_fault", "")
+                self._interlock = self._interlock or drivetrain.drive_fault
             if (
                 elapsed < constants.PREFLIGHT_STEP_S - 1e-9
                 and moved < constants.PREFLIGHT_MAX_STEP_M
@@ -327,42 +325,33 @@ class PreflightCheck(Mode):
 
     @staticmethod
     def _sample_followers(drivetrain: Drivetrain, step: Step) -> None:
-        io = drivetrain.io
-        if isinstance(io, SparkMaxIO):
-            for side, leader, follower, volts in (
-                ("left", io.left_leader, io.left_follower, step.volts[0]),
-                ("right", io.right_leader, io.right_follower, step.volts[1]),
-            ):
-                if volts:
-                    step.followers.append(
-                        (
-                            side,
-                            leader.getAppliedOutput(),
-                            follower.getAppliedOutput(),
-                            _relation(leader, follower),
-                        )
-                    )
+        inputs = drivetrain.inputs
+        followers = inputs.follower_outputs
+        if followers is None:
+            return
+        leaders = drivetrain.io.outputs()
+        for index, side in enumerate(("left", "right")):
+            if step.volts[index]:
+                step.followers.append(
+                    (side, leaders[index], followers[index], inputs.follower_relations[index])
+                )
 
     # -- judging and reporting ----------------------------------------------------------------------
 
     def _finish(self, drivetrain: Drivetrain) -> None:
         self._running = False
         measured = self._steps
-        io = drivetrain.io
+        inputs = drivetrain.inputs
         encoders = (judge_encoder(0, measured), judge_encoder(1, measured))
         followers: list[tuple[str, float, float, int]] | None = None
-        errors: list[tuple[int, str]] | None = None
-        if isinstance(io, SparkMaxIO):
+        if inputs.follower_outputs is not None:
             followers = [sample for step in measured for sample in step.followers]
-            # config_errors holds REVLib's answers in the order SparkMaxIO configured them.
-            sparks = (io.left_leader, io.left_follower, io.right_leader, io.right_follower)
-            errors = [(s.getDeviceId(), e.name) for s, e in zip(sparks, io.config_errors, strict=True)]
         self.verdicts = {
             "LeftEncoder": encoders[0],
             "RightEncoder": encoders[1],
             "Gyro": judge_gyro(measured, encoders, drivetrain.track_width),
             "Followers": judge_followers(followers),
-            "Config": judge_config(errors),
+            "Config": judge_config(inputs.config_results),
         }
         for item, verdict in self.verdicts.items():
             self._publish(item, verdict)
@@ -383,12 +372,3 @@ class PreflightCheck(Mode):
         if verdict[0] != RUNNING:
             level = logging.ERROR if verdict[0] in (FAIL, "REFUSED", "ABORTED") else logging.INFO
             log.log(level, "pre-flight %s: %s", key, text)
-
-
-def _relation(leader: rev.SparkMax, follower: rev.SparkMax) -> int:
-    """How a follower's applied output relates to its leader's, as configured: +1 the same, -1
-    the opposite. The follower drives its leader's output as the motor sees it, after the
-    leader's inversion (its own inversion setting is ignored: REVLib's ``inverted``), so the
-    follower of an inverted leader reports the opposite sign, unless it follows inverted too."""
-    sign = -1 if leader.configAccessor.getInverted() else 1
-    return -sign if follower.configAccessor.getFollowerModeInverted() else sign

@@ -1,6 +1,6 @@
 """The robot's gyro as its datasheet describes it, mounted as the robot has it.
 
-Each step the gyro integrates the chassis' true turn rate plus its own errors, as a MEMS
+Each tick the gyro integrates the chassis' true turn rate plus its own errors, as a MEMS
 rate gyro does: white rate noise (the datasheet's rate noise density over the bandwidth the
 robot reads it at), angular random walk in the integrated angle, and a bias that wanders
 (in-run bias stability) after the start-up calibration left a residual. Figures per part in
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import NamedTuple
 
 import wpilib
@@ -43,40 +44,32 @@ PARTS = {
 
 
 class GyroModel:
-    """Writes a gyro's simulated angle and rate: an analog gyro counts clockwise in degrees,
-    the ADIS16470 IMU counter-clockwise."""
+    """Writes the robot's gyro reading each tick: the chassis' heading and turn rate, plus the
+    part's errors when ``part`` is given (None: exact), through ``sink`` (none: no gyro)."""
 
     def __init__(
         self,
-        gyro: object,
+        sink: Callable[[float, float], None] | None,
+        part: GyroPart | None,
         *,
-        documented: bool,
         sign: int,
         fail_s: float | None,
         rng: random.Random,
     ) -> None:
+        self.sink = sink
         self.sign = sign
         self.fail_s = fail_s
-        self._analog: wsim.AnalogGyroSim | None = None
-        self._imu: wsim.ADIS16470_IMUSim | None = None
-        if isinstance(gyro, wpilib.AnalogGyro):
-            self._analog = wsim.AnalogGyroSim(gyro)
-            part = PARTS["analog"]
-        elif isinstance(gyro, wpilib.ADIS16470_IMU):
-            self._imu = wsim.ADIS16470_IMUSim(gyro)
-            part = PARTS["adis16470"]
-        elif gyro is None:
-            part = PARTS["adis16470"]
-        else:
-            raise TypeError(f"no simulation for a {type(gyro).__name__} gyro")
-        self.part = part if documented else None
+        self.part = part
         self._rng = rng
-        self._bias = rng.uniform(-part.residual_bias_dps, part.residual_bias_dps) if documented else 0.0
+        self._bias = rng.uniform(-part.residual_bias_dps, part.residual_bias_dps) if part is not None else 0.0
         self._error_deg = 0.0  # the integrated angle's error
 
     def sense(self, heading_deg: float, rate_dps: float, elapsed_s: float, dt: float) -> None:
         """The chassis turned to ``heading_deg`` at ``rate_dps`` (counter-clockwise) ``elapsed_s``
         into the run, ``dt`` since the last call."""
+        sink = self.sink
+        if sink is None:
+            return
         if self.fail_s is not None and elapsed_s >= self.fail_s:
             return  # not answering: the last reading stays
         part = self.part
@@ -87,11 +80,26 @@ class GyroModel:
             self._bias += rng.gauss(0.0, part.bias_stability_dps * math.sqrt(dt / 100.0))
             self._error_deg += self._bias * dt + rng.gauss(0.0, part.arw_deg_per_sqrt_s * math.sqrt(dt))
             rate += self._bias + rng.gauss(0.0, part.rate_noise_dps)
-        angle = (heading_deg + self._error_deg) * self.sign
-        rate *= self.sign
-        if self._analog is not None:
-            self._analog.setAngle(-angle)
-            self._analog.setRate(-rate)
-        elif self._imu is not None:
-            self._imu.setGyroAngleZ(angle)
-            self._imu.setGyroRateZ(rate)
+        sink((heading_deg + self._error_deg) * self.sign, rate * self.sign)
+
+
+def analog_sink(gyro: wpilib.AnalogGyro) -> Callable[[float, float], None]:
+    """Where an analog gyro's reading goes: it counts clockwise."""
+    sim = wsim.AnalogGyroSim(gyro)
+
+    def write(angle: float, rate: float) -> None:
+        sim.setAngle(-angle)
+        sim.setRate(-rate)
+
+    return write
+
+
+def imu_sink(imu: wpilib.ADIS16470_IMU) -> Callable[[float, float], None]:
+    """Where the ADIS16470's yaw goes: it counts counter-clockwise."""
+    sim = wsim.ADIS16470_IMUSim(imu)
+
+    def write(angle: float, rate: float) -> None:
+        sim.setGyroAngleZ(angle)
+        sim.setGyroRateZ(rate)
+
+    return write

@@ -11,15 +11,24 @@
   is applied here). Its rate is the FPGA's, period-based (:class:`sim.sensors.FpgaEncoderRate`).
 
 The pulse is read after WPILib's inversion, so a wrong ``setInverted`` drives the wrong way
-here as on the robot.
+here as on the robot. :class:`IdealKitbotDevices` (``BCNP_SIM_DEVICE=ideal``) drives what WPILib
+asked for with no deadband and reads the wheels exactly.
 """
 
 from __future__ import annotations
 
+import random
+
 import wpilib
 import wpilib.simulation as wsim
+import wpimath.system.plant as plant
 
+from sim.chassis import Chassis
+from sim.gyro import PARTS, analog_sink
 from sim.sensors import DelayLine, FpgaEncoderRate
+from sim.settings import SimSettings
+from sim.wirings import Devices
+from subsystems.drivetrain.kitbot import KitbotIO
 
 #: The SPARK MAX's PWM input: neutral and full scale (us), and its neutral deadband (+-us).
 PWM_NEUTRAL_US = 1500.0
@@ -89,3 +98,71 @@ class FpgaEncoder:
         dpp = self.distance_per_pulse
         self.sim.setCount(int(self._distance // dpp) if dpp > 0 else 0)
         self.sim.setRate(self._rate)
+
+
+def drive_motor() -> plant.DCMotor:
+    """The kit chassis' drive motor: a CIM (two a side, on one gearbox)."""
+    return plant.DCMotor.CIM(1)
+
+
+class KitbotDevices(Devices):
+    """Two PWM controllers (one per side, its two motors on a Y cable) and two DIO encoders,
+    as their makers document them."""
+
+    #: The physics' step: the PWM outputs hold through the tick.
+    step_s = 0.005
+
+    def __init__(self, io: KitbotIO, settings: SimSettings) -> None:
+        faults = settings.faults
+        self.motor = drive_motor()
+        brake = not faults.pwm_coast
+        right_polarity = -1 if faults.right_reversed else 1
+        self.controllers = (
+            PwmController(io.left_motor.getChannel(), brake=brake, polarity=1),
+            PwmController(io.right_motor.getChannel(), brake=brake, polarity=right_polarity),
+        )
+        self.encoders = (
+            FpgaEncoder(io.left_encoder, ENCODER_MOUNT[0], faults.velocity_delay_s, self.step_s),
+            FpgaEncoder(io.right_encoder, ENCODER_MOUNT[1], faults.velocity_delay_s, self.step_s),
+        )
+        self.gyro_sink = analog_sink(io.gyro)
+        self.gyro_part = PARTS["analog"]
+
+    def begin(self, enabled: bool) -> None:
+        for controller in self.controllers:
+            controller.read(enabled)
+
+    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
+        left, right = self.controllers
+        left_v = left.terminal_volts(vbus, chassis.back_emf(0))
+        right_v = right.terminal_volts(vbus, chassis.back_emf(1))
+        return [left_v], [right_v]
+
+    def sense(self, chassis: Chassis, now_s: float) -> None:
+        for side, encoder in enumerate(self.encoders):
+            encoder.sample(chassis.wheel_position(side), now_s)
+
+    def report(self, chassis: Chassis, vbus: float) -> None:
+        for encoder in self.encoders:
+            encoder.report()
+
+
+class IdealKitbotDevices(KitbotDevices):
+    """The kitbot's devices without their makers' limits: what WPILib asked for, no deadband;
+    each wheel's distance and speed exactly, at once; an exact gyro."""
+
+    def __init__(self, io: KitbotIO, settings: SimSettings) -> None:
+        super().__init__(io, settings)
+        self.gyro_part = None
+
+    def begin(self, enabled: bool) -> None:
+        for controller in self.controllers:
+            controller.duty = controller.pwm.getSpeed() if enabled else 0.0
+
+    def sense(self, chassis: Chassis, now_s: float) -> None:
+        for side, encoder in enumerate(self.encoders):
+            encoder.sample_exact(chassis.wheel_position(side), chassis.wheel_velocity(side))
+
+
+def build(io: KitbotIO, settings: SimSettings, rng: random.Random) -> KitbotDevices:
+    return (KitbotDevices if settings.documented else IdealKitbotDevices)(io, settings)

@@ -29,6 +29,10 @@ resets the firmware's integrator), the applied output, current, bus voltage, pos
 velocity written back.
 
 A duty cycle of 0 (``stopMotor()``) is neutral: the idle mode holds the motor.
+
+:class:`SparkMaxDevices` are the wiring's four controllers so; :class:`IdealSparkMaxDevices`
+(``BCNP_SIM_DEVICE=ideal``) run the leaders' loop on REVLib's own simulation
+(:class:`IdealLeader`) with exact sensors read at once.
 """
 
 from __future__ import annotations
@@ -37,10 +41,17 @@ import math
 import random
 
 import rev
+import wpilib
 import wpimath.system.plant as plant
 from wpilib.simulation import SimDeviceSim
 
+import constants
+from sim.chassis import Chassis
+from sim.gyro import PARTS, analog_sink, imu_sink
 from sim.sensors import DelayLine, RevVelocityFilter, StatusFrame
+from sim.settings import SimSettings
+from sim.wirings import Devices, GyroSink
+from subsystems.drivetrain.sparkmax import SparkMaxIO
 
 #: The firmware's loop period.
 LOOP_S = 0.001
@@ -244,3 +255,119 @@ class SparkMaxFirmware:
             volts = back_emf - limit * ohms
         self.current_a = (volts - back_emf) / ohms
         return volts
+
+
+class IdealLeader(SparkMaxFirmware):
+    """A leader as REVLib's own simulation runs it (``SparkMaxSim.iterate``), on the motor's exact
+    speed and position, read at once (but for the velocity-delay fault)."""
+
+    def take_command(self) -> None:
+        """REVLib's simulation reads the command itself."""
+
+    def control(self, vbus: float, enabled: bool) -> None:
+        self.sim.iterate(self.velocity, vbus, LOOP_S)
+        self.neutral = not enabled
+        self.duty = self.sim.getAppliedOutput() if enabled else 0.0
+        self.motor_duty = self.duty * self.inverted
+
+    def measure_exact(self, motor_rotations: float, motor_rad_s: float) -> None:
+        sign = self.sensor_sign
+        self.position = motor_rotations * sign * self.position_factor
+        self.velocity = self.delay(motor_rad_s * _RAD_PER_S_TO_RPM * sign * self.velocity_factor)
+
+    def report(self, vbus: float) -> None:
+        self.encoder_sim.setPosition(self.position)
+        self.encoder_sim.setVelocity(self.velocity)
+
+
+def drive_motor() -> plant.DCMotor:
+    """One drive motor: a CIM, or a NEO with ``SPARKMAX_BRUSHLESS``."""
+    return plant.DCMotor.NEO(1) if constants.SPARKMAX_BRUSHLESS else plant.DCMotor.CIM(1)
+
+
+def _gyro(gyro: wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None) -> GyroSink | None:
+    if isinstance(gyro, wpilib.AnalogGyro):
+        return analog_sink(gyro)
+    if isinstance(gyro, wpilib.ADIS16470_IMU):
+        return imu_sink(gyro)
+    return None
+
+
+class SparkMaxDevices(Devices):
+    """Four SPARK MAX as their firmware runs: a leader and a follower per side, each driving one
+    motor."""
+
+    step_s = LOOP_S
+    leader_class: type[SparkMaxFirmware] = SparkMaxFirmware
+
+    def __init__(self, io: SparkMaxIO, settings: SimSettings, rng: random.Random) -> None:
+        faults = settings.faults
+        # REVLib's simulation keeps a reference to the motor model: it must outlive it.
+        self.motor = motor = drive_motor()
+        right_polarity = -1 if faults.right_reversed else 1
+        delay = faults.velocity_delay_s
+
+        def firmware(
+            spark: rev.SparkMax, leader: SparkMaxFirmware | None, polarity: int, kind: type[SparkMaxFirmware]
+        ) -> SparkMaxFirmware:
+            return kind(spark, motor, leader=leader, polarity=polarity, velocity_delay_s=delay, rng=rng)
+
+        left_leader, left_follower, right_leader, right_follower = io.controllers
+        left = firmware(left_leader, None, 1, self.leader_class)
+        right = firmware(right_leader, None, right_polarity, self.leader_class)
+        self.leaders = (left, right)
+        self.sides = (
+            (left, firmware(left_follower, left, 1, SparkMaxFirmware)),
+            (right, firmware(right_follower, right, right_polarity, SparkMaxFirmware)),
+        )
+        self.controllers = tuple(c for side in self.sides for c in side)
+        self._enabled = True
+        self.gyro_sink = _gyro(io.gyro)
+        self.gyro_part = PARTS["analog" if isinstance(io.gyro, wpilib.AnalogGyro) else "adis16470"]
+
+    def begin(self, enabled: bool) -> None:
+        self._enabled = enabled
+        for leader in self.leaders:
+            leader.take_command()
+
+    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
+        enabled = self._enabled
+        out: list[list[float]] = []
+        for side, controllers in enumerate(self.sides):
+            back_emf = chassis.back_emf(side)
+            for controller in controllers:
+                controller.control(vbus, enabled)
+            out.append([c.terminal_volts(vbus, back_emf) for c in controllers])
+        return out[0], out[1]
+
+    def sense(self, chassis: Chassis, now_s: float) -> None:
+        for side, leader in enumerate(self.leaders):
+            leader.measure(chassis.motor_rotations(side), now_s)
+
+    def report(self, chassis: Chassis, vbus: float) -> None:
+        for controller in self.controllers:
+            if controller.leader is not None:  # a follower: what it drives, for the code to read
+                controller.sim.setAppliedOutput(controller.duty)
+                controller.sim.setBusVoltage(vbus)
+                controller.sim.setMotorCurrent(abs(controller.current_a))
+        for leader in self.leaders:
+            leader.report(vbus)
+
+
+class IdealSparkMaxDevices(SparkMaxDevices):
+    """The leaders' loop as REVLib's own simulation runs it, on exact sensors; an exact gyro."""
+
+    leader_class = IdealLeader
+
+    def __init__(self, io: SparkMaxIO, settings: SimSettings, rng: random.Random) -> None:
+        super().__init__(io, settings, rng)
+        self.gyro_part = None
+        self.ideal_leaders = [leader for leader in self.leaders if isinstance(leader, IdealLeader)]
+
+    def sense(self, chassis: Chassis, now_s: float) -> None:
+        for side, leader in enumerate(self.ideal_leaders):
+            leader.measure_exact(chassis.motor_rotations(side), chassis.motor_speed(side))
+
+
+def build(io: SparkMaxIO, settings: SimSettings, rng: random.Random) -> SparkMaxDevices:
+    return (SparkMaxDevices if settings.documented else IdealSparkMaxDevices)(io, settings, rng)

@@ -1,169 +1,92 @@
-"""The simulation side of each wiring in ``subsystems/drivetrain/io.py``: its devices between
-the robot's code and the chassis.
+"""The simulation side of each wiring: its devices between the robot's code and the chassis,
+behind one interface.
 
-Each robot tick: :meth:`begin` takes what the code commanded; then for each step of the
-physics, :meth:`volts` gives each motor's terminal voltage and :meth:`sense` samples the
-sensors; :meth:`report` writes what the code reads next tick. ``documented`` picks the
-devices as their makers document them (the default) or the ideal ones (``BCNP_SIM_DEVICE=ideal``:
-REVLib's own closed-loop simulation, exact sensors read at once, brake at neutral, no
-deadband). The mounting (:mod:`sim.chassis`) and the faults apply to both.
+Each wiring's devices are one module (``sim/kitbot.py``, ``sim/sparkmax.py``,
+``sim/talonfx.py``) with a ``build(io, settings, rng)`` that returns its :class:`Devices`:
+the devices as their makers run or document them (the default), or the ideal ones
+(``BCNP_SIM_DEVICE=ideal``: exact sensors read at once, brake at neutral, no deadband), two
+implementations of the same interface. A wiring's module is the only place that knows its IO
+class; :func:`wiring_devices` finds it by the wiring's name.
+
+Each robot tick: :meth:`Devices.begin` takes what the code commanded; then for each step of
+the physics, :meth:`Devices.volts` gives each motor's terminal voltage and
+:meth:`Devices.sense` samples the sensors; :meth:`Devices.report` writes what the code reads
+next tick, and :meth:`Devices.end` closes the tick. The mounting (:mod:`sim.chassis`) and the
+faults apply to every implementation.
 """
 
 from __future__ import annotations
 
-import math
+import abc
+import importlib
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import wpimath.system.plant as plant
 
-from sim.chassis import Chassis
-from sim.kitbot import ENCODER_MOUNT, FpgaEncoder, PwmController
 from sim.settings import SimSettings
-from subsystems.drivetrain.io import DrivetrainIO, KitbotIO, SparkMaxIO
 
 if TYPE_CHECKING:
-    import rev
+    from sim.chassis import Chassis
+    from sim.gyro import GyroPart
+    from subsystems.drivetrain.io import DrivetrainIO
 
-    from sim.sparkmax import SparkMaxFirmware
+#: Where the gyro model writes a reading: (angle, rate), degrees and deg/s counter-clockwise.
+GyroSink = Callable[[float, float], None]
 
 
-RPM_PER_RAD_S = 60.0 / math.tau
+class Devices(abc.ABC):
+    """One wiring's simulated devices."""
 
+    #: The physics' step (s): the devices' own loop period, or how long their outputs hold.
+    step_s: float
+    #: One drive motor (each side has two, one per controller or both on one).
+    motor: plant.DCMotor
+    #: Where the robot's gyro reading goes, and the part's error figures (None: exact); no sink
+    #: without a gyro.
+    gyro_sink: GyroSink | None = None
+    gyro_part: GyroPart | None = None
 
-class KitbotDevices:
-    """Two PWM controllers (one per side, its two motors on a Y cable) and two DIO encoders."""
-
-    #: The physics' step: the PWM outputs hold through the tick.
-    step_s = 0.005
-
-    def __init__(self, io: KitbotIO, settings: SimSettings) -> None:
-        faults = settings.faults
-        self.documented = settings.documented
-        brake = not faults.pwm_coast
-        right_polarity = -1 if faults.right_reversed else 1
-        self.controllers = (
-            PwmController(io.left_motor.getChannel(), brake=brake, polarity=1),
-            PwmController(io.right_motor.getChannel(), brake=brake, polarity=right_polarity),
-        )
-        self.encoders = (
-            FpgaEncoder(io.left_encoder, ENCODER_MOUNT[0], faults.velocity_delay_s, self.step_s),
-            FpgaEncoder(io.right_encoder, ENCODER_MOUNT[1], faults.velocity_delay_s, self.step_s),
-        )
-
+    @abc.abstractmethod
     def begin(self, enabled: bool) -> None:
-        for controller in self.controllers:
-            if self.documented:
-                controller.read(enabled)
-            else:
-                controller.duty = controller.pwm.getSpeed() if enabled else 0.0
+        """A robot tick's physics starts: take what the code commanded (outputs off while
+        ``enabled`` is False: disabled or browned out)."""
 
+    @abc.abstractmethod
     def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
-        left, right = self.controllers
-        left_v = left.terminal_volts(vbus, chassis.back_emf(0))
-        right_v = right.terminal_volts(vbus, chassis.back_emf(1))
-        return [left_v], [right_v]
+        """Each motor's terminal voltage for the next step, left side then right (its own sense)."""
 
+    @abc.abstractmethod
     def sense(self, chassis: Chassis, now_s: float) -> None:
-        for side, encoder in enumerate(self.encoders):
-            if self.documented:
-                encoder.sample(chassis.wheel_position(side), now_s)
-            else:
-                encoder.sample_exact(chassis.wheel_position(side), chassis.wheel_velocity(side))
+        """The sensors sample the chassis after a step, ``now_s`` into the run."""
 
+    @abc.abstractmethod
     def report(self, chassis: Chassis, vbus: float) -> None:
-        for encoder in self.encoders:
-            encoder.report()
+        """Write what the robot's code reads next tick."""
+
+    def end(self) -> None:  # noqa: B027 (a hook: most devices run on the simulated clock alone)
+        """The tick's physics is done (a device that runs on its own clock waits for it here)."""
 
 
-class SparkMaxDevices:
-    """Four SPARK MAX: a leader and a follower per side, each driving one motor."""
-
-    step_s = 0.001
-
-    def __init__(
-        self, io: SparkMaxIO, motor: plant.DCMotor, settings: SimSettings, rng: random.Random
-    ) -> None:
-        from sim.sparkmax import SparkMaxFirmware
-
-        faults = settings.faults
-        self.documented = settings.documented
-        right_polarity = -1 if faults.right_reversed else 1
-        delay = faults.velocity_delay_s
-
-        def firmware(spark: rev.SparkMax, leader: SparkMaxFirmware | None, polarity: int) -> SparkMaxFirmware:
-            return SparkMaxFirmware(
-                spark, motor, leader=leader, polarity=polarity, velocity_delay_s=delay, rng=rng
-            )
-
-        left = firmware(io.left_leader, None, 1)
-        right = firmware(io.right_leader, None, right_polarity)
-        self.leaders = (left, right)
-        self.sides = (
-            (left, firmware(io.left_follower, left, 1)),
-            (right, firmware(io.right_follower, right, right_polarity)),
-        )
-        self.controllers = tuple(c for side in self.sides for c in side)
-        self._enabled = True
-
-    def begin(self, enabled: bool) -> None:
-        self._enabled = enabled
-        if self.documented:
-            for leader in self.leaders:
-                leader.take_command()
-
-    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
-        enabled = self._enabled
-        out: list[list[float]] = []
-        for side, controllers in enumerate(self.sides):
-            back_emf = chassis.back_emf(side)
-            if self.documented:
-                for controller in controllers:
-                    controller.control(vbus, enabled)
-            else:
-                self._ideal(controllers[0], chassis, side, vbus, enabled)
-                controllers[1].control(vbus, enabled)
-            out.append([c.terminal_volts(vbus, back_emf) for c in controllers])
-        return out[0], out[1]
-
-    def _ideal(
-        self, leader: SparkMaxFirmware, chassis: Chassis, side: int, vbus: float, enabled: bool
-    ) -> None:
-        """REVLib's own simulation of the leader's loop, on the exact wheel speed."""
-        leader.sim.iterate(leader.velocity, vbus, self.step_s)
-        leader.neutral = not enabled
-        leader.duty = leader.sim.getAppliedOutput() if enabled else 0.0
-        leader.motor_duty = leader.duty * leader.inverted
-
-    def sense(self, chassis: Chassis, now_s: float) -> None:
-        for side, leader in enumerate(self.leaders):
-            if self.documented:
-                leader.measure(chassis.motor_rotations(side), now_s)
-            else:  # exact, and at once (but for the velocity-delay fault)
-                rotations = chassis.motor_rotations(side) * leader.sensor_sign
-                rpm = chassis.motor_speed(side) * RPM_PER_RAD_S * leader.sensor_sign
-                leader.position = rotations * leader.position_factor
-                leader.velocity = leader.delay(rpm * leader.velocity_factor)
-
-    def report(self, chassis: Chassis, vbus: float) -> None:
-        for controller in self.controllers:
-            if controller.leader is not None:  # a follower: what it drives, for the code to read
-                controller.sim.setAppliedOutput(controller.duty)
-                controller.sim.setBusVoltage(vbus)
-                controller.sim.setMotorCurrent(abs(controller.current_a))
-        for leader in self.leaders:
-            if self.documented:
-                leader.report(vbus)
-            else:
-                leader.encoder_sim.setPosition(leader.position)
-                leader.encoder_sim.setVelocity(leader.velocity)
+#: Each wiring's simulated side: the module whose ``build`` makes its :class:`Devices`.
+MODULES = {"kitbot": "sim.kitbot", "sparkmax": "sim.sparkmax", "talonfx": "sim.talonfx"}
 
 
-def wiring_devices(
-    io: DrivetrainIO, motor: plant.DCMotor, settings: SimSettings, rng: random.Random
-) -> KitbotDevices | SparkMaxDevices:
-    if isinstance(io, KitbotIO):
-        return KitbotDevices(io, settings)
-    if isinstance(io, SparkMaxIO):
-        return SparkMaxDevices(io, motor, settings, rng)
-    raise TypeError(f"no simulation for the {type(io).__name__} wiring")
+def _module(wiring: str):  # type: ignore[no-untyped-def]
+    try:
+        return importlib.import_module(MODULES[wiring])
+    except KeyError:
+        raise TypeError(f"no simulation for the {wiring!r} wiring") from None
+
+
+def wiring_devices(io: DrivetrainIO, settings: SimSettings, rng: random.Random) -> Devices:
+    """The simulated devices of the wiring ``io`` drives."""
+    devices: Devices = _module(io.wiring).build(io, settings, rng)
+    return devices
+
+
+def drive_motor(wiring: str) -> plant.DCMotor:
+    """One drive motor of ``wiring`` as the chassis model takes it."""
+    motor: plant.DCMotor = _module(wiring).drive_motor()
+    return motor

@@ -22,7 +22,9 @@ from wpimath.geometry import Pose2d, Rotation2d
 import constants
 from subsystems.drivetrain import checks as drive_checks
 from subsystems.drivetrain.drivetrain import Drivetrain
-from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO, KitbotIO, SparkMaxIO
+from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO
+from subsystems.drivetrain.kitbot import KitbotIO
+from subsystems.drivetrain.sparkmax import SparkMaxIO
 
 WIRINGS = ["kitbot", "sparkmax"]
 

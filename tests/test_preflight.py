@@ -22,6 +22,7 @@ import constants
 from autonomous import preflight
 from autonomous.preflight import FAIL, ITEMS, NA, NOT_JUDGED, ON_BLOCKS, PASS, PREFIX, RESULT, Step
 from sim import settings
+from subsystems.drivetrain.io import ConfigResult
 
 MODE = "Pre-flight check"
 #: The whole check: three steps of driving then pausing, and a tick to report.
@@ -280,7 +281,9 @@ def test_followers_and_configuration_are_judged_by_their_readings() -> None:
     assert preflight.judge_followers(wrong_way)[0] == FAIL
     assert preflight.judge_followers([("left", 0.25, 0.25, 1)])[0] == NOT_JUDGED
     assert preflight.judge_followers(None)[0] == NA
-    verdict = preflight.judge_config([(2, "kOk"), (3, "kTimeout"), (4, "kOk"), (5, "kOk")])
-    assert verdict[0] == FAIL and "CAN 3: kTimeout" in verdict[1]
-    assert preflight.judge_config([(2, "kOk")])[0] == PASS
+    answers = [ConfigResult(f"SPARK MAX {can}", "kOk", True) for can in (2, 4, 5)]
+    answers.insert(1, ConfigResult("SPARK MAX 3", "kTimeout", False))
+    verdict = preflight.judge_config(tuple(answers))
+    assert verdict[0] == FAIL and "SPARK MAX 3: kTimeout" in verdict[1] and "SPARK MAX 2" not in verdict[1]
+    assert preflight.judge_config((ConfigResult("TalonFX 2", "OK", True),))[0] == PASS
     assert preflight.judge_config(None)[0] == NA

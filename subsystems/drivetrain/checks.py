@@ -13,18 +13,24 @@ feeds each check what it read this tick and acts on the answer.
   wheel-speed loop then drives that side ever harder the wrong way.
 * :class:`SpinCheck`: whether the chassis spins where the wheels say it goes straight (a
   side driven backward with its encoder, as a wrong SPARK MAX inversion does).
-* :func:`config_failures`: which SPARK MAX configure() calls failed.
+* :func:`config_failures`: which controllers refused their configuration.
+* :class:`GyroState`: what the drivetrain makes of its gyro.
 * :class:`GyroWatch`: whether the gyro answers at all (it says so, reads NaN, or its
   reading stops while the wheels turn the chassis).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import constants
+
+if TYPE_CHECKING:
+    from subsystems.drivetrain.io import ConfigResult
 
 
 def _ticks(seconds: float, period: float) -> int:
@@ -222,15 +228,20 @@ def volts_as_speed(volts: float) -> float:
     return math.copysign(magnitude / constants.DRIVE_KV_V_PER_MPS, volts)
 
 
-def config_failures(devices: Iterable[tuple[int | str, object]]) -> str:
-    """``(CAN id, REVLib's answer)`` for each configure() call: the failed ones as
-    ``"SPARK MAX 4: kTimeout"``, joined by ``"; "`` ("" when every one answered kOk)."""
-    failed = []
-    for can_id, error in devices:
-        name = getattr(error, "name", str(error))
-        if name != "kOk":
-            failed.append(f"SPARK MAX {can_id}: {name}")
-    return "; ".join(failed)
+class GyroState(enum.StrEnum):
+    """What the drivetrain makes of its gyro (``Network/Gyro`` shows the value)."""
+
+    OK = "ok"
+    NOT_ANSWERING = "not answering"
+    DISAGREES = "disagrees with the wheels"
+    #: No gyro: the wheels give the heading.
+    NONE = "none"
+
+
+def config_failures(results: Iterable[ConfigResult]) -> str:
+    """Each controller's answer to its configuration: the failed ones as
+    ``"SPARK MAX 4: kTimeout"``, joined by ``"; "`` ("" when every one took it)."""
+    return "; ".join(f"{result.device}: {result.status}" for result in results if not result.ok)
 
 
 class GyroWatch:

@@ -23,7 +23,7 @@ jump), a WPILib ``Alert`` shows and the recorder writes it to the data log.
 The interlocks (``subsystems/drivetrain/checks.py``) keep wrong wiring and failing
 sensors from driving the robot away: a gyro whose turn disagrees with the
 wheels' is distrusted as a silent one is; a side whose wheel runs against its
-command stops the drivetrain until the next enable; a SPARK MAX that refused its
+command stops the drivetrain until the next enable; a controller that refused its
 configuration is reported at start. Odometry starts from the first tick's
 readings, not the constructor's (a CAN controller may not have sent any yet).
 """
@@ -41,6 +41,7 @@ from wpimath.kinematics import ChassisSpeeds, DifferentialDriveKinematics, Diffe
 import constants
 from subsystems.drivetrain.checks import (
     GyroAgreement,
+    GyroState,
     GyroWatch,
     SideCheck,
     SpinCheck,
@@ -141,11 +142,11 @@ class Drivetrain:
         )
         self._was_enabled = False
         self._last_volts: tuple[float, float] | None = None  # the voltages applied last tick
-        #: The SPARK MAX that refused their configuration ("" when none, or not that wiring).
-        self.config_errors = self._config_errors()
+        #: The controllers that refused their configuration ("" when none, or none configured).
+        self.config_errors = config_failures(inputs.config_results or ())
         self.config_alert = wpilib.Alert(
             "Drivetrain",
-            f"SPARK MAX configuration failed: {self.config_errors}",
+            f"Drivetrain configuration failed: {self.config_errors}",
             wpilib.Alert.AlertType.kError,
         )
         self.config_alert.set(bool(self.config_errors))
@@ -249,7 +250,7 @@ class Drivetrain:
             return
         omega = self._omega
         turn = self.turn
-        if self.brownout.update(wpilib.RobotController.getBatteryVoltage()):
+        if self.brownout.update(inputs.battery_v):
             for check in self.side_checks:
                 check.reset()  # the outputs are off: the wheels follow no command
             # The outputs are off: no loop integrates what it cannot drive, and the ramps start
@@ -362,20 +363,6 @@ class Drivetrain:
             check.reset()
         self.spin_check.reset()
 
-    def _config_errors(self) -> str:
-        errors = getattr(self.io, "config_errors", None)
-        if not errors:
-            return ""
-        io = self.io
-        # SparkMaxIO configures each side's leader, then its follower, left side first.
-        sparks = [
-            getattr(io, name, None)
-            for name in ("left_leader", "left_follower", "right_leader", "right_follower")
-        ]
-        ids: list[int | str] = [spark.getDeviceId() if spark is not None else "?" for spark in sparks]
-        ids += ["?"] * (len(errors) - len(ids))
-        return config_failures(zip(ids, errors, strict=False))
-
     def _measure(self, wheel_rate: float) -> None:
         """The chassis speed delivered: vx from the wheels, the turn rate from the gyro while
         it answers (else ``wheel_rate``, the wheels'), and the errors against the intent."""
@@ -397,13 +384,13 @@ class Drivetrain:
 
     def _gyro_changed(self) -> None:
         state = self.gyro_state
-        self.gyro_alert.set(state == "not answering")
-        self.gyro_disagrees_alert.set(state == "disagrees with the wheels")
+        self.gyro_alert.set(state is GyroState.NOT_ANSWERING)
+        self.gyro_disagrees_alert.set(state is GyroState.DISAGREES)
         turn = self.turn
         if turn is not None:
             if self._gyro_trusted:
                 turn.reset()  # trusted again: from where it points now
-            elif state == "disagrees with the wheels":
+            elif state is GyroState.DISAGREES:
                 turn.give_back()
 
     # -- state ------------------------------------------------------------------------------
@@ -427,25 +414,24 @@ class Drivetrain:
         return self.inputs.left_position_m, self.inputs.right_position_m
 
     @property
-    def gyro_state(self) -> str:
-        """ "ok", "not answering", "disagrees with the wheels" or "none" (no gyro)."""
+    def gyro_state(self) -> GyroState:
         watch = self.gyro_watch
         if watch is None:
-            return "none"
+            return GyroState.NONE
         if not watch.ok:
-            return "not answering"
+            return GyroState.NOT_ANSWERING
         check = self.gyro_check
         if check is not None and not check.ok:
-            return "disagrees with the wheels"
-        return "ok"
+            return GyroState.DISAGREES
+        return GyroState.OK
 
     @property
     def gyro_reason(self) -> str:
         """Why the gyro is not trusted ("" while it is, or there is none)."""
         state = self.gyro_state
-        if state == "not answering" and self.gyro_watch is not None:
+        if state is GyroState.NOT_ANSWERING and self.gyro_watch is not None:
             return self.gyro_watch.reason
-        if state == "disagrees with the wheels" and self.gyro_check is not None:
+        if state is GyroState.DISAGREES and self.gyro_check is not None:
             return self.gyro_check.reason
         return ""
 

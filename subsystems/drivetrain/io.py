@@ -1,56 +1,85 @@
-"""The drivetrain's hardware seam: one interface, one class per wiring.
+"""The drivetrain's hardware seam: one interface, one module per wiring.
 
 :class:`~subsystems.drivetrain.drivetrain.Drivetrain` decides (kinematics, limits, stop
-rules, the turn-rate loop, odometry); a :class:`DrivetrainIO` carries out what
-it decided and reports what the wheels and the gyro did. Each wiring owns its
-motor controllers, sensors and wheel-speed loop, wherever that loop runs:
+rules, the turn-rate loop, odometry); a :class:`DrivetrainIO` carries out what it decided
+and, once a tick, writes everything the decisions read from the hardware into one
+:class:`DrivetrainInputs` record: wheel positions and speeds, the gyro's heading, rate and
+health, the battery, the followers' outputs, each controller's answer to its configuration,
+active device faults and motor currents. Nothing outside a wiring's own module reaches into
+its classes (``tests/test_architecture.py`` checks it): the drivetrain, the interlocks, the
+pre-flight check, SysId and the keys read the record and call this interface.
 
-* :class:`KitbotIO`: two PWM controllers, two DIO quadrature encoders and an
-  analog gyro; the wheel-speed loop (WPILib's feedforward with kS, kV, kA plus
-  a PI controller, in volts) runs on the roboRIO.
-* :class:`SparkMaxIO`: four SPARK MAX on CAN, followers following their
-  leader, encoders read by the controllers, an ADIS16470 IMU (or an analog
-  gyro, or none); the wheel-speed feedback (P and I) runs in the controllers'
-  own closed loop, configured once at start and persisted, and the roboRIO's
-  WPILib feedforward reaches them as an arbitrary feedforward in volts with
-  every setpoint.
+Each wiring owns its motor controllers, sensors and wheel-speed loop, wherever that loop
+runs:
 
-The drivetrain hands each side two speeds a tick: where the wheel should be
-now and where at the next tick. The feedforward drives from one to the other;
-the feedback corrects the wheel toward where it should be, and its integral
-holds the wheel's speed (so its distance) against a weak side, a sagging
-battery or more mass.
+* ``kitbot`` (:mod:`subsystems.drivetrain.kitbot`): two PWM controllers, two DIO encoders,
+  an analog gyro; the wheel-speed loop (WPILib's feedforward plus a PI controller, in volts)
+  runs on the roboRIO.
+* ``sparkmax`` (:mod:`subsystems.drivetrain.sparkmax`): four SPARK MAX on CAN, the
+  feedback (P and I) in the controllers' own loop, the roboRIO's feedforward sent with every
+  setpoint as an arbitrary feedforward in volts.
+* ``talonfx`` (:mod:`subsystems.drivetrain.talonfx`): four TalonFX (Kraken X60 or Falcon
+  500) and a Pigeon 2 on CAN, the whole wheel-speed loop (kS, kV, kA, kP, kI) on the
+  controllers (Phoenix 6's ``VelocityVoltage``).
 
-``constants.DRIVETRAIN`` picks one (``BCNP_DRIVETRAIN`` overrides it):
-:func:`make_io`. ``physics.py`` has the simulation side of each.
+The drivetrain hands each side two speeds a tick: where the wheel should be now and where at
+the next tick. The feedforward drives from one to the other; the feedback corrects the wheel
+toward where it should be, and its integral holds the wheel's speed (so its distance) against
+a weak side, a sagging battery or more mass.
 
-REVLib (``rev``) is imported by the SPARK MAX wiring only, when it is built: a
-kitbot never loads it (about 8 ms of start-up here, far more on a roboRIO).
+``constants.DRIVETRAIN`` picks one (``BCNP_DRIVETRAIN`` overrides it): :func:`make_io`
+imports only that wiring's module, so a kitbot never loads REVLib or Phoenix 6. The
+simulator's side of each wiring is ``sim/<wiring>.py``.
 """
 
 from __future__ import annotations
 
 import abc
+import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import NamedTuple, Protocol
 
 import wpilib
-from wpimath.controller import PIDController, SimpleMotorFeedforwardMeters
+from wpimath.controller import SimpleMotorFeedforwardMeters
 from wpimath.geometry import Rotation2d
 
 import constants
 
-if TYPE_CHECKING:
-    import rev
+__all__ = [
+    "ConfigResult",
+    "DrivetrainIO",
+    "DrivetrainInputs",
+    "MotorWatchdog",
+    "WIRINGS",
+    "make_io",
+    "wheel_feedforward",
+    "wheel_heading",
+]
 
-__all__ = ["DrivetrainIO", "DrivetrainInputs", "KitbotIO", "SparkMaxIO", "make_io"]
+
+class Stoppable(Protocol):
+    """A motor controller as motor safety stops it (WPILib's, REVLib's and Phoenix 6's all are)."""
+
+    def stopMotor(self) -> None: ...
+
+
+class ConfigResult(NamedTuple):
+    """One controller's answer to the configuration the wiring applied at start."""
+
+    #: Which controller, as a team finds it: "SPARK MAX 4", "TalonFX 2".
+    device: str
+    #: The vendor library's status, by its own name ("kOk", "kTimeout"; "OK", "TX_FAILED").
+    status: str
+    ok: bool
 
 
 @dataclass
 class DrivetrainInputs:
-    """What the wheels did, read once per tick. Metres and m/s, forward positive on both sides."""
+    """Everything the robot's decisions read from the drivetrain's hardware, read once per tick.
+
+    Metres and m/s, forward positive on both sides; radians counter-clockwise."""
 
     left_position_m: float = 0.0
     right_position_m: float = 0.0
@@ -62,6 +91,18 @@ class DrivetrainInputs:
     turn_rate_radps: float | None = None
     #: False when the gyro itself reports it has lost its sensor (an IMU's own check).
     gyro_connected: bool = True
+    #: The roboRIO's input voltage: what the loops drive from and the brownout is judged on.
+    battery_v: float = 12.0
+    #: Each side's follower's applied output (-1..1), ``None`` for a wiring without followers.
+    follower_outputs: tuple[float, float] | None = None
+    #: How each follower's output relates to its leader's, as configured: +1 the same, -1 opposite.
+    follower_relations: tuple[int, int] = (1, 1)
+    #: Each controller's answer to its configuration at start; ``None``: the wiring configures none.
+    config_results: tuple[ConfigResult, ...] | None = None
+    #: The controllers' active faults, "device: fault" (empty when none, or none reported).
+    faults: tuple[str, ...] = ()
+    #: Each side's motor current (A, the leader's and its follower's), ``None`` where not measured.
+    currents_a: tuple[float, float] | None = None
 
 
 class DrivetrainIO(abc.ABC):
@@ -69,8 +110,6 @@ class DrivetrainIO(abc.ABC):
 
     #: The name ``constants.DRIVETRAIN`` and ``BCNP_DRIVETRAIN`` use for it.
     wiring = ""
-    #: The gyro the wiring reads (``physics.py`` simulates it); None: the wheels give the heading.
-    gyro: wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None = None
 
     @abc.abstractmethod
     def set_wheel_speeds(
@@ -99,105 +138,15 @@ class DrivetrainIO(abc.ABC):
 
     @abc.abstractmethod
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        """Read the sensors into ``inputs``."""
+        """Read the hardware into ``inputs``."""
 
     @abc.abstractmethod
     def outputs(self) -> tuple[float, float]:
-        """What the left and right motors are driven at, as a fraction of full output (-1..1)."""
+        """What the left and right leaders are driven at now, as a fraction of full output (-1..1)."""
 
     @abc.abstractmethod
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
         """The motor-safety watchdogs: each stops its motors when not fed for 100 ms."""
-
-
-class KitbotIO(DrivetrainIO):
-    """The FRC kit-of-parts wiring: PWM motor controllers, DIO encoders, an analog gyro.
-
-    Each side's voltage is WPILib's feedforward (kS, kV, kA: from where the wheel
-    should be now to where it should be next tick) plus a PI controller on the
-    wheel's speed error now; both PI controllers are reset whenever the motors
-    are stopped, so driving never resumes with an old integral.
-
-    One :class:`MotorWatchdog` stops both motor controllers when the robot loop
-    stops feeding it. Not the controllers' own motor safety: each call on a PWM
-    motor controller costs about 3 us in RobotPy 2026 (pybind11 finds the
-    controller's class by trying every PWM controller type), ten times a call
-    on an encoder or on the watchdog, and a stopped drivetrain would make four
-    such calls per tick only to feed them. A stopped drivetrain makes none.
-    """
-
-    wiring = "kitbot"
-    gyro: wpilib.AnalogGyro
-
-    def __init__(self) -> None:
-        self.left_motor = wpilib.PWMSparkMax(constants.LEFT_MOTOR_PWM)
-        self.right_motor = wpilib.PWMSparkMax(constants.RIGHT_MOTOR_PWM)
-        self.right_motor.setInverted(True)
-        self.watchdog = MotorWatchdog(
-            (self.left_motor, self.right_motor), "kitbot drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S
-        )
-
-        self.left_encoder = wpilib.Encoder(*constants.LEFT_ENCODER_DIO)
-        self.right_encoder = wpilib.Encoder(*constants.RIGHT_ENCODER_DIO)
-        self.right_encoder.setReverseDirection(constants.RIGHT_ENCODER_REVERSED)
-        for encoder in (self.left_encoder, self.right_encoder):
-            encoder.setDistancePerPulse(constants.ENCODER_DISTANCE_PER_PULSE_M)
-            encoder.reset()
-
-        self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
-        self.feedforward = wheel_feedforward()
-        self.left_pid = _wheel_pid()
-        self.right_pid = _wheel_pid()
-        self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
-        self._driven = True  # the motors may be running: the next stop() disables them
-
-    def set_wheel_speeds(
-        self, left_mps: float, right_mps: float, left_next: float, right_next: float
-    ) -> None:
-        self._driven = True  # first: a side set before an error must still be stopped
-        battery = wpilib.RobotController.getBatteryVoltage()
-        feedforward = self.feedforward
-        left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
-        right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
-            self._right_rate, right_mps
-        )
-        self.left_motor.setVoltage(max(-battery, min(battery, left)))
-        self.right_motor.setVoltage(max(-battery, min(battery, right)))
-        self.watchdog.feed()
-
-    def set_voltages(self, left_v: float, right_v: float) -> None:
-        self._driven = True
-        self.left_motor.setVoltage(left_v)
-        self.right_motor.setVoltage(right_v)
-        self.watchdog.feed()
-
-    def stop(self) -> None:
-        # Fed while stopped too, or an idle robot reports "Output not updated often enough".
-        self.watchdog.feed()
-        if self._driven:  # otherwise stopped since: the outputs are still disabled
-            self.left_motor.stopMotor()
-            self.right_motor.stopMotor()
-            self.reset_loops()
-            self._driven = False
-
-    def reset_loops(self) -> None:
-        self.left_pid.reset()
-        self.right_pid.reset()
-
-    def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        inputs.left_position_m = self.left_encoder.getDistance()
-        inputs.right_position_m = self.right_encoder.getDistance()
-        inputs.left_velocity_mps = self._left_rate = self.left_encoder.getRate()
-        inputs.right_velocity_mps = self._right_rate = self.right_encoder.getRate()
-        gyro = self.gyro
-        inputs.heading = gyro.getRotation2d()
-        inputs.turn_rate_radps = -math.radians(gyro.getRate())  # the analog gyro counts clockwise
-
-    def outputs(self) -> tuple[float, float]:
-        return self.left_motor.get(), self.right_motor.get()
-
-    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
-        return (self.watchdog,)
 
 
 def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
@@ -211,24 +160,13 @@ def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     )
 
 
-def _wheel_pid() -> PIDController:
-    """The kitbot's wheel-speed feedback, in volts per m/s of error: PI, its integral's share
-    of the output bounded (``WHEEL_I_LIMIT_V``)."""
-    pid = PIDController(
-        constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S
-    )
-    pid.setIntegratorRange(-constants.WHEEL_I_LIMIT_V, constants.WHEEL_I_LIMIT_V)
-    return pid
-
-
 class MotorWatchdog(wpilib.MotorSafety):
     """WPILib motor safety for motor controllers that are not watchdogs themselves:
-    not fed for ``timeout`` seconds, it stops ``motors`` (checked by WPILib each
-    time driver-station data arrives, every 20 ms)."""
+    not fed for ``timeout`` seconds, it stops ``motors`` (checked by WPILib each time
+    driver-station data arrives, every 20 ms). It holds the motors, never the wiring that
+    owns it: WPILib keeps every watchdog, and a wiring it held would outlive its robot."""
 
-    def __init__(
-        self, motors: Sequence[wpilib.interfaces.MotorController], description: str, timeout: float
-    ) -> None:
+    def __init__(self, motors: Sequence[Stoppable], description: str, timeout: float) -> None:
         super().__init__()
         self._motors = tuple(motors)
         self._description = description
@@ -243,185 +181,23 @@ class MotorWatchdog(wpilib.MotorSafety):
         return self._description
 
 
-class SparkMaxIO(DrivetrainIO):
-    """Four SPARK MAX on CAN: a leader and a follower per side, the wheel-speed feedback on the leaders.
-
-    Configured at start through REVLib's configuration API and persisted in the
-    controllers' flash (``constants.SPARKMAX_*``): followers follow their
-    leader, brake idle mode, the right side inverted, encoder conversion to
-    metres and m/s, P and I (bounded by ``SPARKMAX_WHEEL_I_MAX_ACCUM``) in slot
-    0. Each tick a leader gets a velocity setpoint (mid-way between where the
-    wheel should be now and next tick) with WPILib's feedforward for that step
-    as an arbitrary feedforward in volts; a stop also clears its integral. A
-    :class:`MotorWatchdog` stops both leaders (and so their followers) when the
-    robot loop stops feeding it. The gyro (``constants.SPARKMAX_GYRO``): an
-    ADIS16470 IMU by default, an analog gyro, or none (the wheels give the heading).
-    """
-
-    wiring = "sparkmax"
-
-    def __init__(self) -> None:
-        import rev  # this wiring's library: imported when the wiring is built, never for a kitbot
-
-        self._velocity = rev.SparkBase.ControlType.kVelocity
-        self._voltage = rev.SparkBase.ControlType.kVoltage
-        self._slot = rev.ClosedLoopSlot.kSlot0
-        self._volts = rev.SparkClosedLoopController.ArbFFUnits.kVoltage
-        motor_type = (
-            rev.SparkLowLevel.MotorType.kBrushless
-            if constants.SPARKMAX_BRUSHLESS
-            else rev.SparkLowLevel.MotorType.kBrushed
-        )
-        self.left_leader = rev.SparkMax(constants.SPARKMAX_LEFT_LEADER_CAN, motor_type)
-        self.left_follower = rev.SparkMax(constants.SPARKMAX_LEFT_FOLLOWER_CAN, motor_type)
-        self.right_leader = rev.SparkMax(constants.SPARKMAX_RIGHT_LEADER_CAN, motor_type)
-        self.right_follower = rev.SparkMax(constants.SPARKMAX_RIGHT_FOLLOWER_CAN, motor_type)
-        #: REVLib's answer to each configure() call (kOk when the controller took it).
-        self.config_errors: list[rev.REVLibError] = []
-        for leader, follower, inverted in (
-            (self.left_leader, self.left_follower, False),
-            (self.right_leader, self.right_follower, constants.SPARKMAX_RIGHT_INVERTED),
-        ):
-            self._configure(leader, _leader_config(inverted))
-            self._configure(follower, _follower_config(leader))
-        self.left_encoder = self.left_leader.getEncoder()
-        self.right_encoder = self.right_leader.getEncoder()
-        self.left_loop = self.left_leader.getClosedLoopController()
-        self.right_loop = self.right_leader.getClosedLoopController()
-        self.feedforward = wheel_feedforward()
-        self.watchdog = MotorWatchdog(
-            (self.left_leader, self.right_leader), "SPARK MAX drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S
-        )
-        self.gyro = _spark_max_gyro(constants.SPARKMAX_GYRO)
-        self._driven = True  # the motors may be running: the next stop() stops them and clears the integrals
-
-    def _configure(self, spark: rev.SparkMax, config: rev.SparkMaxConfig) -> None:
-        import rev
-
-        self.config_errors.append(
-            spark.configure(config, rev.ResetMode.kResetSafeParameters, rev.PersistMode.kPersistParameters)
-        )
-
-    def set_wheel_speeds(
-        self, left_mps: float, right_mps: float, left_next: float, right_next: float
-    ) -> None:
-        self._driven = True
-        velocity, feedforward, slot, volts = self._velocity, self.feedforward, self._slot, self._volts
-        self.left_loop.setSetpoint(
-            (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
-        )
-        self.right_loop.setSetpoint(
-            (right_mps + right_next) / 2, velocity, slot, feedforward.calculate(right_mps, right_next), volts
-        )
-        self.watchdog.feed()
-
-    def set_voltages(self, left_v: float, right_v: float) -> None:
-        self._driven = True
-        self.left_loop.setSetpoint(left_v, self._voltage)
-        self.right_loop.setSetpoint(right_v, self._voltage)
-        self.watchdog.feed()
-
-    def stop(self) -> None:
-        self.watchdog.feed()
-        if self._driven:
-            self.left_leader.stopMotor()
-            self.right_leader.stopMotor()
-            self.reset_loops()
-            self._driven = False
-
-    def reset_loops(self) -> None:
-        self.left_loop.setIAccum(0.0)
-        self.right_loop.setIAccum(0.0)
-
-    def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        inputs.left_position_m = self.left_encoder.getPosition()
-        inputs.right_position_m = self.right_encoder.getPosition()
-        inputs.left_velocity_mps = self.left_encoder.getVelocity()
-        inputs.right_velocity_mps = self.right_encoder.getVelocity()
-        gyro = self.gyro
-        if gyro is None:
-            inputs.heading = inputs.turn_rate_radps = None
-        elif isinstance(gyro, wpilib.AnalogGyro):
-            inputs.heading = gyro.getRotation2d()
-            inputs.turn_rate_radps = -math.radians(gyro.getRate())  # counts clockwise
-        else:  # the IMU counts counter-clockwise
-            inputs.heading = Rotation2d.fromDegrees(gyro.getAngle())
-            inputs.turn_rate_radps = math.radians(gyro.getRate())
-            inputs.gyro_connected = gyro.isConnected()
-
-    def outputs(self) -> tuple[float, float]:
-        return self.left_leader.getAppliedOutput(), self.right_leader.getAppliedOutput()
-
-    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
-        return (self.watchdog,)
-
-
-#: The gyros the SPARK MAX wiring can read (``constants.SPARKMAX_GYRO``).
-SPARKMAX_GYROS = ("adis16470", "analog", None)
-
-
-def _spark_max_gyro(kind: str | None) -> wpilib.AnalogGyro | wpilib.ADIS16470_IMU | None:
-    if kind == "adis16470":
-        return wpilib.ADIS16470_IMU()  # on the roboRIO's onboard SPI port, yaw about the board's Z
-    if kind == "analog":
-        return wpilib.AnalogGyro(constants.GYRO_ANALOG)
-    if kind is None:
-        return None
-    raise ValueError(f"unknown SPARKMAX_GYRO {kind!r}: one of {', '.join(map(repr, SPARKMAX_GYROS))}")
-
-
-def _leader_config(inverted: bool) -> rev.SparkMaxConfig:
-    import rev
-
-    config = rev.SparkMaxConfig()
-    config.inverted(inverted)
-    config.setIdleMode(rev.SparkBaseConfig.IdleMode.kBrake)
-    _limit_current(config)
-    encoder = config.encoder
-    encoder.positionConversionFactor(constants.SPARKMAX_POSITION_FACTOR_M_PER_ROT)
-    encoder.velocityConversionFactor(constants.SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM)
-    if constants.SPARKMAX_BRUSHLESS:  # the NEO's hall sensor
-        encoder.uvwMeasurementPeriod(constants.SPARKMAX_VELOCITY_PERIOD_MS)
-        encoder.uvwAverageDepth(constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH)
-    else:  # a brushed motor's encoder on the controller's data port: its resolution and filter
-        encoder.countsPerRevolution(constants.SPARKMAX_ENCODER_CPR)
-        encoder.quadratureMeasurementPeriod(constants.SPARKMAX_VELOCITY_PERIOD_MS)
-        encoder.quadratureAverageDepth(constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH)
-    config.closedLoop.setFeedbackSensor(rev.FeedbackSensor.kPrimaryEncoder)
-    # P and I here, in the firmware's units; the feedforward comes from the roboRIO with every setpoint.
-    config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
-    config.closedLoop.IMaxAccum(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
-    return config
-
-
-def _limit_current(config: rev.SparkMaxConfig) -> None:
-    """The current limit for the motor type (``SPARKMAX_CURRENT_LIMIT_A``): REVLib's smart limit
-    for a NEO; a brushed motor gets the secondary (hard) limit, the only one REVLib applies to it."""
-    if constants.SPARKMAX_BRUSHLESS:
-        config.smartCurrentLimit(constants.SPARKMAX_CURRENT_LIMIT_A)
-    else:
-        config.secondaryCurrentLimit(constants.SPARKMAX_CURRENT_LIMIT_A)
-
-
-def _follower_config(leader: rev.SparkMax) -> rev.SparkMaxConfig:
-    import rev
-
-    config = rev.SparkMaxConfig()
-    config.follow(leader)
-    config.setIdleMode(rev.SparkBaseConfig.IdleMode.kBrake)
-    _limit_current(config)
-    return config
-
-
-WIRINGS: dict[str, type[DrivetrainIO]] = {io.wiring: io for io in (KitbotIO, SparkMaxIO)}
+#: Each wiring's name and the class that implements it ("module:Class"), imported when built.
+WIRINGS = {
+    "kitbot": "subsystems.drivetrain.kitbot:KitbotIO",
+    "sparkmax": "subsystems.drivetrain.sparkmax:SparkMaxIO",
+    "talonfx": "subsystems.drivetrain.talonfx:TalonFXIO",
+}
 
 
 def make_io(wiring: str) -> DrivetrainIO:
-    """The IO for ``wiring`` ("kitbot" or "sparkmax")."""
+    """The IO for ``wiring`` (a name in :data:`WIRINGS`), its module imported now."""
     try:
-        return WIRINGS[wiring]()
+        where = WIRINGS[wiring]
     except KeyError:
         raise ValueError(f"unknown drivetrain wiring {wiring!r}: one of {', '.join(WIRINGS)}") from None
+    module, name = where.split(":")
+    io_class: type[DrivetrainIO] = getattr(importlib.import_module(module), name)
+    return io_class()
 
 
 def wheel_heading(left_m: float, right_m: float, track_width_m: float) -> Rotation2d:

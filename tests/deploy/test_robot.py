@@ -29,7 +29,7 @@ import physics
 from bcnp.host.link.client import Client, ReconnectPolicy, SchemaMismatchError
 from benchmarks.harness.ports import free_port
 from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
-from subsystems.drivetrain.io import KitbotIO
+from subsystems.drivetrain.kitbot import KitbotIO
 
 TICK = 0.02
 

@@ -1,0 +1,120 @@
+"""The kitbot wiring: two PWM motor controllers, two DIO quadrature encoders and an analog
+gyro; the wheel-speed loop (WPILib's feedforward with kS, kV, kA plus a PI controller, in
+volts) runs on the roboRIO. ``sim/kitbot.py`` is its simulated side."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import wpilib
+from wpimath.controller import PIDController
+
+import constants
+from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO, MotorWatchdog, wheel_feedforward
+
+__all__ = ["KitbotIO"]
+
+
+class KitbotIO(DrivetrainIO):
+    """The FRC kit-of-parts wiring: PWM motor controllers, DIO encoders, an analog gyro.
+
+    Each side's voltage is WPILib's feedforward (kS, kV, kA: from where the wheel
+    should be now to where it should be next tick) plus a PI controller on the
+    wheel's speed error now; both PI controllers are reset whenever the motors
+    are stopped, so driving never resumes with an old integral.
+
+    One :class:`MotorWatchdog` stops both motor controllers when the robot loop
+    stops feeding it. Not the controllers' own motor safety: each call on a PWM
+    motor controller costs about 3 us in RobotPy 2026 (pybind11 finds the
+    controller's class by trying every PWM controller type), ten times a call
+    on an encoder or on the watchdog, and a stopped drivetrain would make four
+    such calls per tick only to feed them. A stopped drivetrain makes none.
+    """
+
+    wiring = "kitbot"
+
+    def __init__(self) -> None:
+        self.left_motor = wpilib.PWMSparkMax(constants.LEFT_MOTOR_PWM)
+        self.right_motor = wpilib.PWMSparkMax(constants.RIGHT_MOTOR_PWM)
+        self.right_motor.setInverted(True)
+        self.watchdog = MotorWatchdog(
+            (self.left_motor, self.right_motor), "kitbot drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S
+        )
+
+        self.left_encoder = wpilib.Encoder(*constants.LEFT_ENCODER_DIO)
+        self.right_encoder = wpilib.Encoder(*constants.RIGHT_ENCODER_DIO)
+        self.right_encoder.setReverseDirection(constants.RIGHT_ENCODER_REVERSED)
+        for encoder in (self.left_encoder, self.right_encoder):
+            encoder.setDistancePerPulse(constants.ENCODER_DISTANCE_PER_PULSE_M)
+            encoder.reset()
+
+        self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
+        self.feedforward = wheel_feedforward()
+        self.left_pid = _wheel_pid()
+        self.right_pid = _wheel_pid()
+        self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
+        self._battery = 12.0  # the battery last read (update_inputs)
+        self._driven = True  # the motors may be running: the next stop() disables them
+
+    def set_wheel_speeds(
+        self, left_mps: float, right_mps: float, left_next: float, right_next: float
+    ) -> None:
+        self._driven = True  # first: a side set before an error must still be stopped
+        battery = self._battery
+        feedforward = self.feedforward
+        left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
+        right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
+            self._right_rate, right_mps
+        )
+        self.left_motor.setVoltage(max(-battery, min(battery, left)))
+        self.right_motor.setVoltage(max(-battery, min(battery, right)))
+        self.watchdog.feed()
+
+    def set_voltages(self, left_v: float, right_v: float) -> None:
+        self._driven = True
+        self.left_motor.setVoltage(left_v)
+        self.right_motor.setVoltage(right_v)
+        self.watchdog.feed()
+
+    def stop(self) -> None:
+        # Fed while stopped too, or an idle robot reports "Output not updated often enough".
+        self.watchdog.feed()
+        if self._driven:  # otherwise stopped since: the outputs are still disabled
+            self._stop_motors()
+            self.reset_loops()
+            self._driven = False
+
+    def _stop_motors(self) -> None:
+        self.left_motor.stopMotor()
+        self.right_motor.stopMotor()
+
+    def reset_loops(self) -> None:
+        self.left_pid.reset()
+        self.right_pid.reset()
+
+    def update_inputs(self, inputs: DrivetrainInputs) -> None:
+        inputs.left_position_m = self.left_encoder.getDistance()
+        inputs.right_position_m = self.right_encoder.getDistance()
+        inputs.left_velocity_mps = self._left_rate = self.left_encoder.getRate()
+        inputs.right_velocity_mps = self._right_rate = self.right_encoder.getRate()
+        gyro = self.gyro
+        inputs.heading = gyro.getRotation2d()
+        inputs.turn_rate_radps = -math.radians(gyro.getRate())  # the analog gyro counts clockwise
+        inputs.battery_v = self._battery = wpilib.RobotController.getBatteryVoltage()
+
+    def outputs(self) -> tuple[float, float]:
+        return self.left_motor.get(), self.right_motor.get()
+
+    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
+        return (self.watchdog,)
+
+
+def _wheel_pid() -> PIDController:
+    """The kitbot's wheel-speed feedback, in volts per m/s of error: PI, its integral's share
+    of the output bounded (``WHEEL_I_LIMIT_V``)."""
+    pid = PIDController(
+        constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S
+    )
+    pid.setIntegratorRange(-constants.WHEEL_I_LIMIT_V, constants.WHEEL_I_LIMIT_V)
+    return pid
