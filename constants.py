@@ -21,12 +21,13 @@ from bcnp.transport import TransportConfig
 # -- drivetrain wiring -------------------------------------------------------------------
 
 #: Which wiring drives this robot (subsystems/drivetrain/io.py): "kitbot" (two PWM
-#: controllers, DIO encoders, analog gyro; the sections below) or "sparkmax" (four
-#: SPARK MAX on CAN; the SPARK MAX section). The BCNP_DRIVETRAIN environment
-#: variable overrides it, so the simulator and the tests can run either.
+#: controllers, DIO encoders, analog gyro; the sections below), "sparkmax" (four
+#: SPARK MAX on CAN; the SPARK MAX section) or "talonfx" (four TalonFX and a Pigeon 2 on
+#: CAN; the TalonFX section). The BCNP_DRIVETRAIN environment variable overrides it, so
+#: the simulator and the tests can run any.
 DRIVETRAIN = "kitbot"
 DRIVETRAIN_ENV = "BCNP_DRIVETRAIN"
-#: Motors not updated for this long are stopped by WPILib motor safety (both wirings).
+#: Motors not updated for this long are stopped by WPILib motor safety (every wiring).
 MOTOR_SAFETY_TIMEOUT_S = 0.1
 
 # -- kitbot wiring (roboRIO channels) ------------------------------------------------
@@ -89,6 +90,61 @@ SPARKMAX_CURRENT_LIMIT_A = 60
 #: commanded turn rate), "analog" (an analog gyro on GYRO_ANALOG), or None (no gyro: the
 #: wheels give the heading and the turn rate, as on the reference robot).
 SPARKMAX_GYRO: str | None = "adis16470"
+
+# -- TalonFX wiring (DRIVETRAIN = "talonfx"): Krakens or Falcons on Phoenix 6 ----------------------
+
+TALONFX_LEFT_LEADER_CAN = 2
+TALONFX_LEFT_FOLLOWER_CAN = 3
+TALONFX_RIGHT_LEADER_CAN = 4
+TALONFX_RIGHT_FOLLOWER_CAN = 5
+TALONFX_PIGEON_CAN = 6
+#: The CAN bus the devices sit on: "" the roboRIO's own, or a CANivore's name.
+TALONFX_CANBUS = ""
+#: The motor the TalonFX drives: "krakenx60" or "falcon500" (the gains below and the simulator's
+#: motor model follow it).
+TALONFX_MOTOR = "krakenx60"
+TALONFX_MOTORS = ("krakenx60", "falcon500")
+#: The right side is mounted mirrored: its leader runs inverted (MotorOutputConfigs.Inverted
+#: Clockwise_Positive); each follower turns as its leader does (MotorAlignmentValue.Aligned).
+TALONFX_RIGHT_INVERTED = True
+#: The gyro: "pigeon2" (a Pigeon 2 on TALONFX_PIGEON_CAN, yaw counter-clockwise) or None (the
+#: wheels give the heading).
+TALONFX_GYRO: str | None = "pigeon2"
+#: Rotor turns per wheel turn: Phoenix 6's SensorToMechanismRatio, so every position,
+#: velocity and gain below is per wheel rotation (the "mechanism").
+TALONFX_SENSOR_TO_MECHANISM = GEAR_RATIO
+#: Metres a wheel rolls per rotation.
+WHEEL_CIRCUMFERENCE_M = math.pi * WHEEL_DIAMETER_M
+#: The wheel-speed loop on the TalonFX (Slot 0, VelocityVoltage), in Phoenix 6's units per wheel
+#: rotation: kS volts; kV volts per rps; kA volts per rps/s; kP volts per rps of error; kI volts
+#: per rotation of accumulated error (per rps x s). kS, kV, kA are the kit chassis' with two of
+#: the motor a side (WPILib's DCMotor models, 60 lb, 10.71:1; characterise a real robot with the
+#: SysId modes); kP and kI are the kitbot's 2 V per m/s and 10 V per metre behind, per wheel
+#: rotation (0.479 m).
+TALONFX_WHEEL_FEEDFORWARD = {
+    # motor: (kS V, kV V/rps, kA V/(rps/s))
+    "krakenx60": (0.0, 1.278, 0.0392),
+    "falcon500": (0.0, 1.202, 0.0593),
+}
+TALONFX_WHEEL_KP_V_PER_RPS = 2.0 * WHEEL_CIRCUMFERENCE_M
+TALONFX_WHEEL_KI_V_PER_ROT = 10.0 * WHEEL_CIRCUMFERENCE_M
+#: Current limits (CTRE, CurrentLimitsConfigs): the stator limit bounds the torque (wheel slip,
+#: brownouts during acceleration): "a reasonable starting point ... is 120 A, with values commonly
+#: ranging from 80-160 A"; tune it down to the current at which the wheels slip. The supply limit
+#: is CTRE's default: 70 A, down to 40 A after 1 s above it.
+TALONFX_STATOR_LIMIT_A = 120.0
+TALONFX_SUPPLY_LIMIT_A = 70.0
+TALONFX_SUPPLY_LOWER_LIMIT_A = 40.0
+TALONFX_SUPPLY_LOWER_TIME_S = 1.0
+#: How often the devices send what the loops read (Hz): positions, velocities and the Pigeon 2's
+#: yaw and rate at 100 Hz (a 10 ms status frame, twice a robot tick); applied outputs, currents,
+#: bus voltage and faults at 50 Hz. Every other signal is left at its default.
+TALONFX_FAST_SIGNALS_HZ = 100.0
+TALONFX_SLOW_SIGNALS_HZ = 50.0
+#: How long each configuration call may wait for the device's answer (Phoenix 6's default 0.1 s),
+#: and how many times it is tried before its status is reported (Network/ConfigErrors).
+TALONFX_CONFIG_TIMEOUT_S = 0.1
+TALONFX_CONFIG_TRIES = 3
 
 # -- limits -------------------------------------------------------------------------------
 

@@ -1,0 +1,168 @@
+"""The TalonFX wiring's simulated side: CTRE's own firmware, fed the chassis.
+
+Phoenix 6's simulation runs each TalonFX's and the Pigeon 2's device firmware on a thread of
+its own, in wall-clock time (CTRE, "Simulation": the sim state is the device's physics
+input). Each robot tick, :class:`TalonFXDevices`:
+
+* lets the firmware run until the wall clock has caught up with the simulated one, plus
+  ``LEAD_S`` for it to take the request the robot's code sent this tick (:class:`WallPacer`):
+  in ``robotpy sim`` that is the lead alone; in tests and benchmarks, which step simulated
+  time as fast as they can, it paces them to real time, or the firmware would see no time
+  pass and never move;
+* reads each motor's output voltage (``sim_state.motor_voltage``: the firmware's loop, current
+  limits and neutral mode as it applied them) and holds it through the tick's physics;
+* writes back what the motors did: rotor position and velocity (through the
+  velocity-delay fault), the supply voltage; and the chassis' yaw and turn rate to the
+  Pigeon 2.
+
+The mounting is the sim state's ``orientation`` (CTRE: the mechanical linkage, independent of
+the invert setting): the left gearbox counter-clockwise positive, the right one mirrored,
+clockwise positive, so a wrong ``TALONFX_RIGHT_INVERTED`` drives that side backward here as on
+the robot. ``BCNP_SIM_RIGHT_REVERSED`` turns the right side's motion and its rotor sensor
+the other way (a TalonFX reads its own rotor, so the two always agree).
+
+While the robot is disabled or browned out the outputs are off (the roboRIO disables its CAN
+motor controllers); the firmware is told so through Phoenix 6's enable signal.
+``BCNP_SIM_DEVICE=ideal`` changes nothing here: the firmware is CTRE's either way.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import wpimath.system.plant as plant
+from phoenix6 import BaseStatusSignal, signals, sim, unmanaged
+from phoenix6.sim.talon_fx_sim_state import TalonFXSimState
+
+import constants
+from sim.chassis import MOTOR_MOUNT, Chassis
+from sim.sensors import DelayLine
+from sim.settings import SimSettings
+from sim.wirings import Devices
+from subsystems.drivetrain.talonfx import TalonFXIO
+
+#: How long the firmware gets, after the robot's code sent this tick's requests, before its
+#: output is read (s).
+LEAD_S = 0.003
+#: Behind the wall clock by more than this (a held machine), the pacing starts again from now
+#: rather than rushing to catch up.
+MAX_BEHIND_S = 0.05
+#: How long an enable lasts unless fed again (ms): Phoenix 6 disables its devices after it.
+ENABLE_FEED_MS = 100
+#: The mounting of each side's gearbox, as CTRE's sim state takes it.
+ORIENTATION = (sim.ChassisReference.COUNTER_CLOCKWISE_POSITIVE, sim.ChassisReference.CLOCKWISE_POSITIVE)
+
+
+def drive_motor() -> plant.DCMotor:
+    """One drive motor: a Kraken X60, or a Falcon 500 (``TALONFX_MOTOR``)."""
+    if constants.TALONFX_MOTOR == "falcon500":
+        return plant.DCMotor.falcon500(1)
+    return plant.DCMotor.krakenX60(1)
+
+
+class WallPacer:
+    """Holds the simulated clock no faster than the wall clock, for devices that run on the wall
+    clock."""
+
+    def __init__(self, clock=time.monotonic, sleep=time.sleep) -> None:  # type: ignore[no-untyped-def]
+        self._clock = clock
+        self._sleep = sleep
+        self._anchor: float | None = None  # wall time at simulated time 0
+        #: Times the wall clock was found more than MAX_BEHIND_S ahead (the machine held us).
+        self.restarts = 0
+
+    def wait(self, sim_s: float, lead_s: float) -> None:
+        """Return once the wall clock has reached ``sim_s`` (simulated seconds) plus ``lead_s``."""
+        now = self._clock()
+        if self._anchor is None or now - (self._anchor + sim_s) > MAX_BEHIND_S:
+            if self._anchor is not None:
+                self.restarts += 1
+            self._anchor = now - sim_s
+        delay = self._anchor + sim_s + lead_s - now
+        if delay > 0.0:
+            self._sleep(delay)
+
+
+class TalonFXDevices(Devices):
+    """Four TalonFX and a Pigeon 2, each running CTRE's firmware."""
+
+    #: The chassis' integration step; the firmware's output holds through the tick.
+    step_s = 0.005
+
+    def __init__(self, io: TalonFXIO, settings: SimSettings) -> None:
+        faults = settings.faults
+        self.motor = drive_motor()
+        right = -1 if faults.right_reversed else 1
+        #: Per side: the mounting's sense (the chassis' motor sense to CTRE's) and the fault's.
+        self.sense_signs = (MOTOR_MOUNT[0], MOTOR_MOUNT[1] * right)
+        self.sides = (
+            tuple(t.sim_state for t in (io.left_leader, io.left_follower)),
+            tuple(t.sim_state for t in (io.right_leader, io.right_follower)),
+        )
+        motor_type = TalonFXSimState.MotorType.KRAKEN_X60
+        for side, states in enumerate(self.sides):
+            for state in states:
+                state.orientation = ORIENTATION[side]
+                if constants.TALONFX_MOTOR == "krakenx60":
+                    state.set_motor_type(motor_type)
+                state.set_supply_voltage(12.0)
+        self.delays = (
+            DelayLine(faults.velocity_delay_s, constants.LOOP_PERIOD_S),
+            DelayLine(faults.velocity_delay_s, constants.LOOP_PERIOD_S),
+        )
+        pigeon = io.pigeon
+        self.pigeon = pigeon.sim_state if pigeon is not None else None
+        if self.pigeon is not None:
+            self.pigeon.set_supply_voltage(12.0)
+            self.gyro_sink = self._write_gyro
+        self.gyro_part = None  # the Pigeon 2's firmware reads what it is given
+        self.pacer = WallPacer()
+        self._now = 0.0
+        self._enabled = False
+        self._volts: list[list[float]] = [[0.0, 0.0], [0.0, 0.0]]
+        #: Ticks a leader's firmware said it was disabled while the robot was enabled: its output
+        #: silently neutral. The robot's tests fail on any beyond the first few ticks of an enable.
+        self.silent_ticks = 0
+        self._device_enable = (io.left_leader.get_device_enable(), io.right_leader.get_device_enable())
+
+    def _write_gyro(self, angle: float, rate: float) -> None:
+        assert self.pigeon is not None
+        self.pigeon.set_raw_yaw(angle)
+        self.pigeon.set_angular_velocity_z(rate)
+
+    def begin(self, enabled: bool) -> None:
+        self._enabled = enabled
+        if enabled:
+            unmanaged.feed_enable(ENABLE_FEED_MS)
+        self.pacer.wait(self._now, LEAD_S)
+        if enabled:
+            BaseStatusSignal.refresh_all(*self._device_enable)
+            if any(s.value != signals.DeviceEnableValue.ENABLED for s in self._device_enable):
+                self.silent_ticks += 1
+        for side, states in enumerate(self.sides):
+            sign = self.sense_signs[side]
+            self._volts[side] = [state.motor_voltage * sign if enabled else 0.0 for state in states]
+
+    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
+        return self._volts[0], self._volts[1]
+
+    def sense(self, chassis: Chassis, now_s: float) -> None:
+        self._now = now_s
+
+    def report(self, chassis: Chassis, vbus: float) -> None:
+        for side, states in enumerate(self.sides):
+            sign = self.sense_signs[side]
+            rotations = chassis.motor_rotations(side) * sign
+            rps = self.delays[side](chassis.motor_speed(side) / math.tau * sign)
+            for state in states:
+                state.set_raw_rotor_position(rotations)
+                state.set_rotor_velocity(rps)
+                state.set_supply_voltage(vbus)
+        if self.pigeon is not None:
+            self.pigeon.set_supply_voltage(vbus)
+
+
+def build(io: TalonFXIO, settings: SimSettings, rng: random.Random) -> TalonFXDevices:
+    return TalonFXDevices(io, settings)

@@ -1,0 +1,247 @@
+"""The TalonFX wiring: four TalonFX (Kraken X60 or Falcon 500) and a Pigeon 2 on CAN, on CTRE's
+Phoenix 6. ``sim/talonfx.py`` is its simulated side, which runs CTRE's own device firmware.
+
+A leader and a follower a side; the whole wheel-speed loop runs on the leaders (Phoenix 6's
+``VelocityVoltage`` on Slot 0: kS, kV, kA, kP, kI), in wheel rotations through the
+``SensorToMechanismRatio``. Each tick a leader gets the speed mid-way between where the wheel
+should be now and where next tick, and the acceleration between them; kA turns that into
+volts. What the roboRIO reads (positions, velocities, the Pigeon 2's yaw and rate, outputs,
+currents, faults) is refreshed together once a tick (``BaseStatusSignal.refresh_all``) at the
+update frequencies ``constants.TALONFX_*_SIGNALS_HZ`` set. Every configuration call is checked
+and its status reported (``Network/ConfigErrors``, the pre-flight check). No Phoenix Pro
+feature is used: ``enable_foc`` is off in every request (an unlicensed device refuses FOC).
+
+Phoenix 6 (``phoenix6``) is imported when this module is: :func:`subsystems.drivetrain.io.make_io`
+imports it only when this wiring is built, never for a kitbot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import wpilib
+from phoenix6 import BaseStatusSignal, StatusCode, configs, controls, hardware, signals
+from wpimath.geometry import Rotation2d
+
+import constants
+from subsystems.drivetrain.io import ConfigResult, DrivetrainInputs, DrivetrainIO, MotorWatchdog
+
+__all__ = ["TalonFXIO"]
+
+_CIRCUMFERENCE = constants.WHEEL_CIRCUMFERENCE_M
+#: The fault getters read by name when a device's fault field says it has one.
+_FAULTS = (
+    "hardware",
+    "proc_temp",
+    "device_temp",
+    "undervoltage",
+    "boot_during_enable",
+    "unlicensed_feature_in_use",
+    "bridge_brownout",
+    "over_supply_v",
+    "unstable_supply_v",
+    "stator_curr_limit",
+    "supply_curr_limit",
+)
+
+
+def _inverted(inverted: bool) -> signals.InvertedValue:
+    return (
+        signals.InvertedValue.CLOCKWISE_POSITIVE
+        if inverted
+        else signals.InvertedValue.COUNTER_CLOCKWISE_POSITIVE
+    )
+
+
+def motor_config(inverted: bool, motor: str) -> configs.TalonFXConfiguration:
+    """One drive TalonFX's configuration: its direction, brake at neutral, CTRE's current limits,
+    positions and velocities per wheel rotation, the wheel-speed gains for ``motor`` in Slot 0."""
+    if motor not in constants.TALONFX_WHEEL_FEEDFORWARD:
+        raise ValueError(f"unknown TALONFX_MOTOR {motor!r}: one of {', '.join(constants.TALONFX_MOTORS)}")
+    config = configs.TalonFXConfiguration()  # type: ignore[no-untyped-call]
+    output = config.motor_output
+    output.inverted = _inverted(inverted)
+    output.neutral_mode = signals.NeutralModeValue.BRAKE
+    limits = config.current_limits
+    limits.stator_current_limit = constants.TALONFX_STATOR_LIMIT_A
+    limits.stator_current_limit_enable = True
+    limits.supply_current_limit = constants.TALONFX_SUPPLY_LIMIT_A
+    limits.supply_current_lower_limit = constants.TALONFX_SUPPLY_LOWER_LIMIT_A
+    limits.supply_current_lower_time = constants.TALONFX_SUPPLY_LOWER_TIME_S
+    limits.supply_current_limit_enable = True
+    config.feedback.sensor_to_mechanism_ratio = constants.TALONFX_SENSOR_TO_MECHANISM
+    ks, kv, ka = constants.TALONFX_WHEEL_FEEDFORWARD[motor]
+    slot = config.slot0
+    slot.k_s, slot.k_v, slot.k_a = ks, kv, ka
+    slot.k_p = constants.TALONFX_WHEEL_KP_V_PER_RPS
+    slot.k_i = constants.TALONFX_WHEEL_KI_V_PER_ROT
+    slot.k_d = 0.0
+    return config
+
+
+class TalonFXIO(DrivetrainIO):
+    """Four TalonFX, a leader and a follower a side, and a Pigeon 2 (``constants.TALONFX_GYRO``)."""
+
+    wiring = "talonfx"
+
+    def __init__(self) -> None:
+        bus = constants.TALONFX_CANBUS
+        self.left_leader = hardware.TalonFX(constants.TALONFX_LEFT_LEADER_CAN, bus)
+        self.left_follower = hardware.TalonFX(constants.TALONFX_LEFT_FOLLOWER_CAN, bus)
+        self.right_leader = hardware.TalonFX(constants.TALONFX_RIGHT_LEADER_CAN, bus)
+        self.right_follower = hardware.TalonFX(constants.TALONFX_RIGHT_FOLLOWER_CAN, bus)
+        #: Each side's leader then its follower, left side first: the order of every report.
+        self.controllers = (self.left_leader, self.left_follower, self.right_leader, self.right_follower)
+        self.pigeon = (
+            hardware.Pigeon2(constants.TALONFX_PIGEON_CAN, bus)
+            if constants.TALONFX_GYRO == "pigeon2"
+            else None
+        )
+        if constants.TALONFX_GYRO not in ("pigeon2", None):
+            raise ValueError(f"unknown TALONFX_GYRO {constants.TALONFX_GYRO!r}: 'pigeon2' or None")
+        results = []
+        for leader, follower, inverted in (
+            (self.left_leader, self.left_follower, False),
+            (self.right_leader, self.right_follower, constants.TALONFX_RIGHT_INVERTED),
+        ):
+            # The follower carries its leader's configuration too: its direction (so its outputs
+            # read as its leader's), brake and current limits.
+            config = motor_config(inverted, constants.TALONFX_MOTOR)
+            results.append(self._apply(f"TalonFX {leader.device_id}", leader.configurator, config))
+            results.append(self._apply(f"TalonFX {follower.device_id}", follower.configurator, config))
+        if self.pigeon is not None:
+            results.append(
+                self._apply(
+                    f"Pigeon 2 {self.pigeon.device_id}",
+                    self.pigeon.configurator,
+                    configs.Pigeon2Configuration(),  # type: ignore[no-untyped-call]
+                )
+            )
+        self._config_results = tuple(results)
+        for leader, follower in (
+            (self.left_leader, self.left_follower),
+            (self.right_leader, self.right_follower),
+        ):
+            follower.set_control(controls.Follower(leader.device_id, signals.MotorAlignmentValue.ALIGNED))
+
+        left, right = self.left_leader, self.right_leader
+        self._positions = (left.get_position(), right.get_position())
+        self._velocities = (left.get_velocity(), right.get_velocity())
+        fast: list[BaseStatusSignal] = [*self._positions, *self._velocities]
+        self._yaw = self._rate = None
+        if self.pigeon is not None:
+            self._yaw = self.pigeon.get_yaw()
+            self._rate = self.pigeon.get_angular_velocity_z_world()
+            fast += [self._yaw, self._rate]
+        self._duty = tuple(talon.get_duty_cycle() for talon in self.controllers)
+        self._currents = tuple(talon.get_stator_current() for talon in self.controllers)
+        self._fault_fields = tuple(talon.get_fault_field() for talon in self.controllers)
+        slow: list[BaseStatusSignal] = [*self._duty, *self._currents, *self._fault_fields]
+        self._fast, self._slow = fast, slow
+        BaseStatusSignal.set_update_frequency_for_all(constants.TALONFX_FAST_SIGNALS_HZ, *fast)
+        BaseStatusSignal.set_update_frequency_for_all(constants.TALONFX_SLOW_SIGNALS_HZ, *slow)
+        self._signals = (*fast, *slow)
+
+        self._velocity_requests = (
+            controls.VelocityVoltage(0.0, enable_foc=False),
+            controls.VelocityVoltage(0.0, enable_foc=False),
+        )
+        self._voltage_requests = (
+            controls.VoltageOut(0.0, enable_foc=False),
+            controls.VoltageOut(0.0, enable_foc=False),
+        )
+        self._neutral = controls.NeutralOut()
+        self.watchdog = MotorWatchdog((left, right), "TalonFX drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S)
+        self._driven = True  # the motors may be running: the next stop() sets them neutral
+
+    @staticmethod
+    def _apply(device: str, configurator: object, config: object) -> ConfigResult:
+        """Apply ``config``, tried up to ``TALONFX_CONFIG_TRIES`` times; the last status."""
+        status = StatusCode.OK
+        for _ in range(constants.TALONFX_CONFIG_TRIES):
+            status = configurator.apply(config, constants.TALONFX_CONFIG_TIMEOUT_S)  # type: ignore[attr-defined]
+            if status.is_ok():
+                break
+        return ConfigResult(device, status.name, status.is_ok())
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def set_wheel_speeds(
+        self, left_mps: float, right_mps: float, left_next: float, right_next: float
+    ) -> None:
+        self._driven = True
+        period = constants.LOOP_PERIOD_S
+        for talon, request, now, then in (
+            (self.left_leader, self._velocity_requests[0], left_mps, left_next),
+            (self.right_leader, self._velocity_requests[1], right_mps, right_next),
+        ):
+            request.velocity = (now + then) / 2 / _CIRCUMFERENCE
+            request.acceleration = (then - now) / period / _CIRCUMFERENCE
+            talon.set_control(request)
+        self.watchdog.feed()
+
+    def set_voltages(self, left_v: float, right_v: float) -> None:
+        self._driven = True
+        left, right = self._voltage_requests
+        left.output, right.output = left_v, right_v
+        self.left_leader.set_control(left)
+        self.right_leader.set_control(right)
+        self.watchdog.feed()
+
+    def stop(self) -> None:
+        self.watchdog.feed()
+        if self._driven:
+            self.left_leader.set_control(self._neutral)
+            self.right_leader.set_control(self._neutral)
+            self._driven = False
+
+    def reset_loops(self) -> None:
+        """The firmware clears its integral whenever its request goes neutral (every stop);
+        Phoenix 6 offers no call that clears it while driving, so a mode change while the wheels
+        turn keeps it."""
+
+    # -- what the devices report -------------------------------------------------------------------
+
+    def update_inputs(self, inputs: DrivetrainInputs) -> None:
+        BaseStatusSignal.refresh_all(*self._signals)
+        compensated = BaseStatusSignal.get_latency_compensated_value
+        left_pos, right_pos = self._positions
+        left_vel, right_vel = self._velocities
+        inputs.left_position_m = compensated(left_pos, left_vel) * _CIRCUMFERENCE
+        inputs.right_position_m = compensated(right_pos, right_vel) * _CIRCUMFERENCE
+        inputs.left_velocity_mps = left_vel.value * _CIRCUMFERENCE
+        inputs.right_velocity_mps = right_vel.value * _CIRCUMFERENCE
+        yaw, rate = self._yaw, self._rate
+        if yaw is None or rate is None:
+            inputs.heading = inputs.turn_rate_radps = None
+        else:  # the Pigeon 2 counts counter-clockwise, in degrees
+            inputs.heading = Rotation2d.fromDegrees(compensated(yaw, rate))
+            inputs.turn_rate_radps = math.radians(rate.value)
+            inputs.gyro_connected = yaw.status.is_ok()
+        inputs.battery_v = wpilib.RobotController.getBatteryVoltage()
+        duty = self._duty
+        inputs.follower_outputs = (duty[1].value, duty[3].value)
+        inputs.follower_relations = (1, 1)  # aligned, and configured with their leader's direction
+        inputs.config_results = self._config_results
+        currents = self._currents
+        inputs.currents_a = (currents[0].value + currents[1].value, currents[2].value + currents[3].value)
+        faults: tuple[str, ...] = ()
+        for talon, field in zip(self.controllers, self._fault_fields, strict=True):
+            if field.value:
+                faults += _fault_names(talon)
+        inputs.faults = faults
+
+    def outputs(self) -> tuple[float, float]:
+        left, right = self._duty[0], self._duty[2]
+        BaseStatusSignal.refresh_all(left, right)
+        return left.value, right.value
+
+    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
+        return (self.watchdog,)
+
+
+def _fault_names(talon: hardware.TalonFX) -> tuple[str, ...]:
+    """A TalonFX's active faults by name (read only when its fault field has one)."""
+    names = [name for name in _FAULTS if getattr(talon, f"get_fault_{name}")().value]
+    return tuple(f"TalonFX {talon.device_id}: {name}" for name in names or ["other"])
