@@ -150,4 +150,7 @@ class BcnpRobot(wpilib.TimedRobot):
         link = getattr(self, "link", None)
         if link is not None:
             link.close()  # the receive threads and sockets go with the robot
+        drivetrain = getattr(self, "drivetrain", None)
+        if drivetrain is not None:
+            drivetrain.close()
         super().endCompetition()

@@ -2,18 +2,18 @@
 
 Phoenix 6's simulation runs each TalonFX's and the Pigeon 2's device firmware on a thread of
 its own, in wall-clock time (CTRE, "Simulation": the sim state is the device's physics
-input). Each robot tick, :class:`TalonFXDevices`:
+input). The chassis is stepped in 5 ms steps; each step applies each motor's output voltage
+as the firmware applied it (``sim_state.motor_voltage``: its loop, current limits and neutral
+mode) and writes back what the rotors did (position and velocity, through the velocity-delay
+fault); each tick writes the supply voltage, and the chassis' yaw and turn rate to the
+Pigeon 2.
 
-* lets the firmware run until the wall clock has caught up with the simulated one, plus
-  ``LEAD_S`` for it to take the request the robot's code sent this tick (:class:`WallPacer`):
-  in ``robotpy sim`` that is the lead alone; in tests and benchmarks, which step simulated
-  time as fast as they can, it paces them to real time, or the firmware would see no time
-  pass and never move;
-* reads each motor's output voltage (``sim_state.motor_voltage``: the firmware's loop, current
-  limits and neutral mode as it applied them) and holds it through the tick's physics;
-* writes back what the motors did: rotor position and velocity (through the
-  velocity-delay fault), the supply voltage; and the chassis' yaw and turn rate to the
-  Pigeon 2.
+Where simulated time is stepped as fast as a test can (``wpilib.simulation.isTimingPaused``:
+pyfrc's tests), the firmware would see no time pass and never move: each step waits for the
+wall clock (:class:`WallPacer`), the first ``FIRST_READ_S`` into the tick so the firmware has
+taken the request the robot's code just sent, so a stepped second takes a second. Where the
+clock runs by itself (``robotpy sim``, the benchmarks), nothing waits: the output read at the
+tick's start holds through it, and the firmware has the wall time between ticks.
 
 The mounting is the sim state's ``orientation`` (CTRE: the mechanical linkage, independent of
 the invert setting): the left gearbox counter-clockwise positive, the right one mirrored,
@@ -22,7 +22,9 @@ the robot. ``BCNP_SIM_RIGHT_REVERSED`` turns the right side's motion and its rot
 the other way (a TalonFX reads its own rotor, so the two always agree).
 
 While the robot is disabled or browned out the outputs are off (the roboRIO disables its CAN
-motor controllers); the firmware is told so through Phoenix 6's enable signal.
+motor controllers); the firmware is told so through Phoenix 6's enable signal, fed each tick
+(``unmanaged.feed_enable``: Phoenix 6's own feed runs on a WPILib Notifier that a test's reset
+of the HAL leaves dead after the first robot of a process).
 ``BCNP_SIM_DEVICE=ideal`` changes nothing here: the firmware is CTRE's either way.
 """
 
@@ -32,6 +34,7 @@ import math
 import random
 import time
 
+import wpilib.simulation as wsim
 import wpimath.system.plant as plant
 from phoenix6 import BaseStatusSignal, signals, sim, unmanaged
 from phoenix6.sim.talon_fx_sim_state import TalonFXSimState
@@ -43,14 +46,16 @@ from sim.settings import SimSettings
 from sim.wirings import Devices
 from subsystems.drivetrain.talonfx import TalonFXIO
 
-#: How long the firmware gets, after the robot's code sent this tick's requests, before its
-#: output is read (s).
-LEAD_S = 0.003
+#: With simulated time stepped (tests, ``isTimingPaused``), each tick's physics runs in
+#: ``STEPS`` steps whose output is read this far into the tick's 20 ms of wall time, then every
+#: ``(tick - FIRST_READ_S) / STEPS`` (s): the firmware takes a request 4-6 ms after it is sent
+#: and a new rotor state within its next 1 ms loop.
+FIRST_READ_S = 0.008
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
-#: How long an enable lasts unless fed again (ms): Phoenix 6 disables its devices after it.
-ENABLE_FEED_MS = 100
+#: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it.
+ENABLE_FEED_S = 0.1
 #: The mounting of each side's gearbox, as CTRE's sim state takes it.
 ORIENTATION = (sim.ChassisReference.COUNTER_CLOCKWISE_POSITIVE, sim.ChassisReference.CLOCKWISE_POSITIVE)
 
@@ -74,7 +79,8 @@ class WallPacer:
         self.restarts = 0
 
     def wait(self, sim_s: float, lead_s: float) -> None:
-        """Return once the wall clock has reached ``sim_s`` (simulated seconds) plus ``lead_s``."""
+        """Return once the wall clock has reached ``sim_s`` (simulated seconds) plus ``lead_s``
+        since the first call."""
         now = self._clock()
         if self._anchor is None or now - (self._anchor + sim_s) > MAX_BEHIND_S:
             if self._anchor is not None:
@@ -88,7 +94,7 @@ class WallPacer:
 class TalonFXDevices(Devices):
     """Four TalonFX and a Pigeon 2, each running CTRE's firmware."""
 
-    #: The chassis' integration step; the firmware's output holds through the tick.
+    #: The chassis' integration step; a step's voltage is the firmware's output read at its start.
     step_s = 0.005
 
     def __init__(self, io: TalonFXIO, settings: SimSettings) -> None:
@@ -101,26 +107,28 @@ class TalonFXDevices(Devices):
             tuple(t.sim_state for t in (io.left_leader, io.left_follower)),
             tuple(t.sim_state for t in (io.right_leader, io.right_follower)),
         )
-        motor_type = TalonFXSimState.MotorType.KRAKEN_X60
         for side, states in enumerate(self.sides):
             for state in states:
                 state.orientation = ORIENTATION[side]
                 if constants.TALONFX_MOTOR == "krakenx60":
-                    state.set_motor_type(motor_type)
+                    state.set_motor_type(TalonFXSimState.MotorType.KRAKEN_X60)
                 state.set_supply_voltage(12.0)
         self.delays = (
-            DelayLine(faults.velocity_delay_s, constants.LOOP_PERIOD_S),
-            DelayLine(faults.velocity_delay_s, constants.LOOP_PERIOD_S),
+            DelayLine(faults.velocity_delay_s, self.step_s),
+            DelayLine(faults.velocity_delay_s, self.step_s),
         )
         pigeon = io.pigeon
         self.pigeon = pigeon.sim_state if pigeon is not None else None
         if self.pigeon is not None:
-            self.pigeon.set_supply_voltage(12.0)
             self.gyro_sink = self._write_gyro
         self.gyro_part = None  # the Pigeon 2's firmware reads what it is given
         self.pacer = WallPacer()
-        self._now = 0.0
+        self._steps_per_tick = round(constants.LOOP_PERIOD_S / self.step_s)
+        self._step = 0  # this tick's steps so far
+        self._now = 0.0  # simulated time at the end of the last step
+        self._tick_start = 0.0
         self._enabled = False
+        self._stepped = True
         self._volts: list[list[float]] = [[0.0, 0.0], [0.0, 0.0]]
         #: Ticks a leader's firmware said it was disabled while the robot was enabled: its output
         #: silently neutral. The robot's tests fail on any beyond the first few ticks of an enable.
@@ -134,24 +142,31 @@ class TalonFXDevices(Devices):
 
     def begin(self, enabled: bool) -> None:
         self._enabled = enabled
-        if enabled:
-            unmanaged.feed_enable(ENABLE_FEED_MS)
-        self.pacer.wait(self._now, LEAD_S)
+        unmanaged.feed_enable(ENABLE_FEED_S if enabled else 0.0)
+        self._stepped = wsim.isTimingPaused()
+        self._step = 0
+        self._tick_start = self._now
         if enabled:
             BaseStatusSignal.refresh_all(*self._device_enable)
             if any(s.value != signals.DeviceEnableValue.ENABLED for s in self._device_enable):
                 self.silent_ticks += 1
+
+    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
+        step = self._step
+        self._step += 1
+        if self._stepped:  # the firmware has its own share of the tick's wall time first
+            spacing = (constants.LOOP_PERIOD_S - FIRST_READ_S) / self._steps_per_tick
+            self.pacer.wait(self._tick_start, FIRST_READ_S + step * spacing)
+        elif step:  # in real time, the output read at the tick's start holds through it
+            return self._volts[0], self._volts[1]
+        enabled = self._enabled
         for side, states in enumerate(self.sides):
             sign = self.sense_signs[side]
             self._volts[side] = [state.motor_voltage * sign if enabled else 0.0 for state in states]
-
-    def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
         return self._volts[0], self._volts[1]
 
     def sense(self, chassis: Chassis, now_s: float) -> None:
         self._now = now_s
-
-    def report(self, chassis: Chassis, vbus: float) -> None:
         for side, states in enumerate(self.sides):
             sign = self.sense_signs[side]
             rotations = chassis.motor_rotations(side) * sign
@@ -159,6 +174,10 @@ class TalonFXDevices(Devices):
             for state in states:
                 state.set_raw_rotor_position(rotations)
                 state.set_rotor_velocity(rps)
+
+    def report(self, chassis: Chassis, vbus: float) -> None:
+        for states in self.sides:
+            for state in states:
                 state.set_supply_voltage(vbus)
         if self.pigeon is not None:
             self.pigeon.set_supply_voltage(vbus)

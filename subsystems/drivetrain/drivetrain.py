@@ -393,6 +393,10 @@ class Drivetrain:
             elif state is GyroState.DISAGREES:
                 turn.give_back()
 
+    def close(self) -> None:
+        """The robot program ends: the wiring releases its devices."""
+        self.io.close()
+
     # -- state ------------------------------------------------------------------------------
 
     @property

@@ -148,6 +148,9 @@ class DrivetrainIO(abc.ABC):
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
         """The motor-safety watchdogs: each stops its motors when not fed for 100 ms."""
 
+    def close(self) -> None:  # noqa: B027 (most wirings' devices need nothing at the end)
+        """The robot program ends: release what must be released before the process exits."""
+
 
 def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     """WPILib's feedforward for one side from SysId's kS, kV, kA (``constants.DRIVE_K*``) at the

@@ -240,6 +240,14 @@ class TalonFXIO(DrivetrainIO):
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
         return (self.watchdog,)
 
+    def close(self) -> None:
+        """Close every device: a Phoenix 6 device collected unclosed just before the process
+        exits can abort it ("terminate called without an active exception")."""
+        for talon in self.controllers:
+            talon.close()  # type: ignore[no-untyped-call]
+        if self.pigeon is not None:
+            self.pigeon.close()  # type: ignore[no-untyped-call]
+
 
 def _fault_names(talon: hardware.TalonFX) -> tuple[str, ...]:
     """A TalonFX's active faults by name (read only when its fault field has one)."""

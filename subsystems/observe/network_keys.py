@@ -162,7 +162,8 @@ KEYS: tuple[Key, ...] = (
         "ConfigErrors",
         str,
         lambda s: s.drivetrain.config_errors,
-        'the SPARK MAX that refused their configuration at start, "SPARK MAX id: error; ..." ("" when none)',
+        'the CAN controllers that refused their configuration at start, "SPARK MAX 4: kTimeout; TalonFX 2:'
+        ' TX_FAILED; ..." ("" when none)',
     ),
     Key("SchemaHash", str, lambda s: s.link.schema.hash, "this robot's schema hash", _hex),
     Key("ParseErrors", float, lambda s: s.link.counter("parse_errors"), "parser resyncs, both transports"),
