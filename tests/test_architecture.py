@@ -545,3 +545,127 @@ def test_robotpy_deploy_installs_what_its_tests_import() -> None:
     assert not unknown, f"the deploy tier imports {unknown}: say which requirement provides each"
     needed = {provider[m] for m in third_party & set(provider)} | {"pytest-xdist"}
     assert needed <= installed, sorted(needed - installed)
+
+
+# -- the drivetrain's seam ------------------------------------------------------------------------
+
+#: The drivetrain's wirings: each one IO module (``subsystems/drivetrain/<wiring>.py``) and one
+#: simulated side (``sim/<wiring>.py``), and the libraries only they may import.
+WIRING_MODULES = {"kitbot": set(), "sparkmax": {"rev"}, "talonfx": {"phoenix6"}}
+#: What the robot's decisions may use of a wiring: the interface (``DrivetrainIO``), nothing else.
+SEAM = ROOT / "subsystems" / "drivetrain" / "io.py"
+
+
+def _interface() -> set[str]:
+    """The names ``DrivetrainIO`` defines: its methods and class attributes."""
+    for node in _tree(SEAM).body:
+        if isinstance(node, ast.ClassDef) and node.name == "DrivetrainIO":
+            names = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            names |= {
+                t.id
+                for n in node.body
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
+            names |= {
+                n.target.id
+                for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            return names
+    raise AssertionError("no DrivetrainIO in subsystems/drivetrain/io.py")
+
+
+def _decisions() -> list[Path]:
+    """The robot's code but the wirings themselves: the drivetrain's decisions, the interlocks, the
+    autonomous modes (the pre-flight check, SysId), the keys and the recorder, robot.py."""
+    wirings = {ROOT / "subsystems" / "drivetrain" / f"{name}.py" for name in WIRING_MODULES}
+    code = [ROOT / "robot.py", *(ROOT / "subsystems").rglob("*.py"), *(ROOT / "autonomous").rglob("*.py")]
+    return sorted(set(code) - wirings - {SEAM})
+
+
+def _seam_breaches(tree: ast.AST, interface: set[str]) -> list[str]:
+    """Where ``tree`` reaches past the interface into a wiring: an import of a wiring's module or
+    library, an ``isinstance``/``getattr``/``hasattr`` on the IO, an attribute of the IO (``x.io.y``,
+    or a name ``io`` bound to it) that the interface does not define."""
+    libraries = set().union(*WIRING_MODULES.values())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        else:
+            modules = []
+        wiring = [m for m in modules if _names_a_wiring(m.split("."), libraries)]
+        if wiring:
+            found.append(f"line {node.lineno}: imports {wiring[0]}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "getattr", "hasattr")
+            and node.args
+            and _is_io(node.args[0])
+        ):
+            found.append(f"line {node.lineno}: {node.func.id}() on the IO")
+        if isinstance(node, ast.Attribute) and _is_io(node.value) and node.attr not in interface:
+            found.append(f"line {node.lineno}: .io.{node.attr} is not DrivetrainIO's")
+    return found
+
+
+def _names_a_wiring(parts: list[str], libraries: set[str]) -> bool:
+    if parts[0] in libraries:
+        return True
+    return parts[:2] == ["subsystems", "drivetrain"] and len(parts) > 2 and parts[2] in WIRING_MODULES
+
+
+def _is_io(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "io") or (
+        isinstance(node, ast.Name) and node.id == "io"
+    )
+
+
+@pytest.mark.parametrize("path", _decisions(), ids=_rel)
+def test_the_decisions_read_the_inputs_record_and_call_the_interface_only(path: Path) -> None:
+    """Whatever a wiring knows reaches the drivetrain, the interlocks, the pre-flight check and the
+    keys through its inputs record (``DrivetrainInputs``) and the ``DrivetrainIO`` interface: a new
+    wiring is one IO module and one simulated side, and replay one more implementation."""
+    assert _seam_breaches(_tree(path), _interface()) == []
+
+
+def test_the_seam_check_sees_each_way_round_the_interface() -> None:
+    breaches = _seam_breaches(
+        ast.parse(
+            "from subsystems.drivetrain.sparkmax import SparkMaxIO\n"
+            "import phoenix6\n"
+            "isinstance(drivetrain.io, SparkMaxIO)\n"
+            "getattr(self.io, 'config_errors', None)\n"
+            "io = drivetrain.io\n"
+            "io.left_leader.getAppliedOutput()\n"
+            "drivetrain.io.outputs()\n"
+        ),
+        _interface(),
+    )
+    assert [b.split(":")[0] for b in breaches] == ["line 1", "line 2", "line 3", "line 4", "line 6"], breaches
+
+
+def test_each_wiring_is_one_io_module_and_one_simulated_side() -> None:
+    """A wiring's module and library are imported by its own simulated side and nowhere else in the
+    robot or the simulator; the IO finds each by name (``WIRINGS``), the simulator too (``MODULES``)."""
+    from sim.wirings import MODULES
+    from subsystems.drivetrain.io import WIRINGS
+
+    assert set(WIRINGS) == set(MODULES) == set(WIRING_MODULES)
+    for name, libraries in WIRING_MODULES.items():
+        assert (ROOT / "subsystems" / "drivetrain" / f"{name}.py").exists()
+        assert (ROOT / "sim" / f"{name}.py").exists()
+        assert WIRINGS[name].startswith(f"subsystems.drivetrain.{name}:") and MODULES[name] == f"sim.{name}"
+        own = {ROOT / "subsystems" / "drivetrain" / f"{name}.py", ROOT / "sim" / f"{name}.py"}
+        others = [ROOT / "physics.py", *(ROOT / "sim").glob("*.py"), *_decisions()]
+        for path in sorted(set(others) - own):
+            imported = _imports(path)
+            assert not imported & libraries, f"{_rel(path)} imports {name}'s library"
+            for node in _nodes(path):
+                if isinstance(node, ast.ImportFrom) and node.module == f"subsystems.drivetrain.{name}":
+                    raise AssertionError(f"{_rel(path)} imports the {name} wiring's module")
