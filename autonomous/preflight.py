@@ -7,12 +7,14 @@ and never past ``PREFLIGHT_MAX_STEP_M`` of either wheel, stopping for ``PREFLIGH
 after each, and judges:
 
 * ``LeftEncoder``, ``RightEncoder``: the side's encoder counts forward when the side is driven
-  forward (alone and with both);
+  forward (alone and with both); one that counts forward while the gyro says the chassis turned
+  against the wheels in that side's step alone fails too: its motor turns backward with its own
+  sensor (a TalonFX's built-in one, a SPARK MAX's following its motor's inversion);
 * ``Gyro``: the gyro turns the way the wheels say the chassis turned when one side drives
   (on the floor). Only the steps of a side whose encoder passed are judged: a wrong encoder
   says nothing of how the chassis turned. A gyro that saw only noise while the wheels turned
   is on blocks: its own result, never a pass; one whose reading stayed exactly the same over
-  a whole step is frozen (a live gyro's noise always moves it);
+  a whole step in which the wheels turned the chassis is frozen (a live gyro always moves then);
 * ``Followers``: each follower's applied output has its leader's sign and size, as its
   configuration relates them (the drivetrain's inputs); the kitbot has none;
 * ``Config``: every CAN controller took its configuration (the inputs' ``config_results``).
@@ -73,8 +75,9 @@ class Step:
     #: True while every gyro reading of the step was exactly the first one.
     gyro_still: bool = True
     #: (side, leader's applied output, follower's, the follower's configured relation: +1 the
-    #: same output, -1 the opposite) while it drove, wirings with followers only.
-    followers: list[tuple[str, float, float, int]] = field(default_factory=list)
+    #: same output, -1 the opposite), the last reading of each side while it drove, wirings with
+    #: followers only.
+    followers: dict[str, tuple[str, float, float, int]] = field(default_factory=dict)
 
     def travel(self, side: int) -> float:
         return self.left_m if side == 0 else self.right_m
@@ -123,16 +126,18 @@ def judge_gyro(measured: list[Step], encoders: tuple[Verdict, Verdict], track_wi
     """The gyro's turn in each one-side step against the wheels' (only sides whose encoder passed)."""
     if measured[0].gyro_rad is None:
         return NA, "no gyro: the wheels give the heading"
+    least = constants.PREFLIGHT_MIN_TURN_RAD
     for step in measured:
-        if step.ran and step.gyro_still:
+        # Only where the wheels turned the chassis: driving straight, a gyro may well read the same.
+        turning = abs(step.right_m - step.left_m) / track_width_m > least
+        if step.ran and step.gyro_still and turning:
             return FAIL, (
-                f"frozen: read exactly the same through the {step.name} step. The gyro does not "
-                "answer (unplugged, wrong port, or not calibrated at start)"
+                f"frozen: read exactly the same through the {step.name} step while the wheels turned "
+                "the chassis. The gyro does not answer (unplugged, wrong port, or not calibrated at start)"
             )
     judged = [measured[side] for side in (0, 1) if encoders[side][0] == PASS and measured[side].ran]
     if not judged:
         return NOT_JUDGED, "no encoder counts forward to compare it with"
-    least = constants.PREFLIGHT_MIN_TURN_RAD
     said = []
     wrong = turned = 0
     for step in judged:
@@ -152,6 +157,36 @@ def judge_gyro(measured: list[Step], encoders: tuple[Verdict, Verdict], track_wi
     if turned < len(judged):
         return FAIL, f"turned in some steps only ({detail})"
     return PASS, detail
+
+
+def reversed_with_its_sensor(
+    measured: list[Step], encoders: tuple[Verdict, Verdict], track_width_m: float
+) -> tuple[Verdict, Verdict]:
+    """The encoder items again, with the gyro's word on a side whose motor turns backward with its
+    own sensor (a TalonFX's is built into the motor; a SPARK MAX's encoder follows its motor's
+    inversion): its encoder counts forward for the wheels, yet in its step alone the gyro turned
+    the chassis against what the wheels said, while in the other side's step it agreed. A gyro
+    mounted upside down disagrees in both steps and is the gyro item's to judge."""
+    least = constants.PREFLIGHT_MIN_TURN_RAD
+    agrees: dict[int, bool] = {}
+    for side in (0, 1):
+        step = measured[side]
+        if encoders[side][0] != PASS or not step.ran or step.gyro_rad is None or abs(step.gyro_rad) <= least:
+            continue
+        wheels = (step.right_m - step.left_m) / track_width_m
+        agrees[side] = (step.gyro_rad > 0) == (wheels > 0)
+    if len(agrees) < 2 or agrees[0] == agrees[1]:
+        return encoders
+    side = 0 if not agrees[0] else 1
+    name = "right" if side else "left"
+    fix = "TALONFX_RIGHT_INVERTED or SPARKMAX_RIGHT_INVERTED" if side else "the left side's inversion"
+    verdict = (
+        FAIL,
+        f"{encoders[side][1]}, yet the chassis turned the other way in the {name} side's step (the "
+        f"gyro agreed in the other side's): the {name} motor turns backward and its own sensor with "
+        f"it. Flip {fix}, or the motor's wiring",
+    )
+    return (verdict, encoders[1]) if side == 0 else (encoders[0], verdict)
 
 
 def judge_followers(samples: list[tuple[str, float, float, int]] | None) -> Verdict:
@@ -325,16 +360,17 @@ class PreflightCheck(Mode):
 
     @staticmethod
     def _sample_followers(drivetrain: Drivetrain, step: Step) -> None:
+        """Each driven side's leader and follower as the inputs read them together this tick; the
+        last sample of a step is the one judged (a follower's report may trail its leader's by a
+        status frame or two at the step's start)."""
         inputs = drivetrain.inputs
-        followers = inputs.follower_outputs
+        followers = inputs.followers
         if followers is None:
             return
-        leaders = drivetrain.io.outputs()
         for index, side in enumerate(("left", "right")):
             if step.volts[index]:
-                step.followers.append(
-                    (side, leaders[index], followers[index], inputs.follower_relations[index])
-                )
+                leader, follower = followers[index]
+                step.followers[side] = (side, leader, follower, inputs.follower_relations[index])
 
     # -- judging and reporting ----------------------------------------------------------------------
 
@@ -343,9 +379,10 @@ class PreflightCheck(Mode):
         measured = self._steps
         inputs = drivetrain.inputs
         encoders = (judge_encoder(0, measured), judge_encoder(1, measured))
+        encoders = reversed_with_its_sensor(measured, encoders, drivetrain.track_width)
         followers: list[tuple[str, float, float, int]] | None = None
-        if inputs.follower_outputs is not None:
-            followers = [sample for step in measured for sample in step.followers]
+        if inputs.followers is not None:
+            followers = [sample for step in measured for sample in step.followers.values()]
         self.verdicts = {
             "LeftEncoder": encoders[0],
             "RightEncoder": encoders[1],

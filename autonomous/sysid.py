@@ -120,13 +120,15 @@ class SysIdTest(Mode):
     def record(self, drivetrain: Drivetrain, now: float) -> None:
         if not self._drove:
             return
-        battery = wpilib.RobotController.getBatteryVoltage()
-        outputs = drivetrain.io.outputs()
         log = self.log
-        for name, output, position, velocity in zip(
-            MOTORS, outputs, drivetrain.wheel_positions(), drivetrain.wheel_velocities(), strict=True
+        for name, volts, position, velocity in zip(
+            MOTORS,
+            drivetrain.io.applied_volts(),
+            drivetrain.wheel_positions(),
+            drivetrain.wheel_velocities(),
+            strict=True,
         ):
-            log.motor(name).voltage(output * battery).position(position).velocity(velocity)
+            log.motor(name).voltage(volts).position(position).velocity(velocity)
         log.recordState(self.STATE)
 
     def on_disable(self) -> None:

@@ -11,7 +11,8 @@ Pigeon 2.
 Where simulated time is stepped as fast as a test can (``wpilib.simulation.isTimingPaused``:
 pyfrc's tests), the firmware would see no time pass and never move: each step waits for the
 wall clock (:class:`WallPacer`), the first ``FIRST_READ_S`` into the tick so the firmware has
-taken the request the robot's code just sent, so a stepped second takes a second. Where the
+taken the request the robot's code just sent, and the tick's end waits for the devices to send
+what they were given (:meth:`TalonFXDevices.end`), so a stepped second takes a second. Where the
 clock runs by itself (``robotpy sim``, the benchmarks), nothing waits: the output read at the
 tick's start holds through it, and the firmware has the wall time between ticks.
 
@@ -36,7 +37,7 @@ import time
 
 import wpilib.simulation as wsim
 import wpimath.system.plant as plant
-from phoenix6 import BaseStatusSignal, signals, sim, unmanaged
+from phoenix6 import BaseStatusSignal, signals, sim, unmanaged, utils
 from phoenix6.sim.talon_fx_sim_state import TalonFXSimState
 
 import constants
@@ -50,7 +51,14 @@ from subsystems.drivetrain.talonfx import TalonFXIO
 #: ``STEPS`` steps whose output is read this far into the tick's 20 ms of wall time, then every
 #: ``(tick - FIRST_READ_S) / STEPS`` (s): the firmware takes a request 4-6 ms after it is sent
 #: and a new rotor state within its next 1 ms loop.
-FIRST_READ_S = 0.008
+FIRST_READ_S = 0.006
+#: ... and every this long after it (s): each step's rotor state has the firmware's 1 kHz loop
+#: to itself at least once before the next step reads the output.
+STEP_SPACING_S = 0.002
+#: How long a stepped tick waits at its end for the devices to send what they were given (s):
+#: the leaders' positions and velocities and the Pigeon 2's yaw and rate go at 100 Hz, so
+#: within 10 ms.
+FRAME_WAIT_S = 0.015
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
@@ -119,8 +127,14 @@ class TalonFXDevices(Devices):
         )
         pigeon = io.pigeon
         self.pigeon = pigeon.sim_state if pigeon is not None else None
-        if self.pigeon is not None:
+        #: What the robot's code reads each tick at 100 Hz: a stepped tick ends once they are sent.
+        self._read = [t.get_position() for t in (io.left_leader, io.right_leader)]
+        self._read += [t.get_velocity() for t in (io.left_leader, io.right_leader)]
+        if pigeon is not None:
             self.gyro_sink = self._write_gyro
+            self._read += [pigeon.get_yaw(), pigeon.get_angular_velocity_z_world()]
+        #: Stepped ticks whose end did not see every reading sent within FRAME_WAIT_S.
+        self.unsent_ticks = 0
         self.gyro_part = None  # the Pigeon 2's firmware reads what it is given
         self.pacer = WallPacer()
         self._steps_per_tick = round(constants.LOOP_PERIOD_S / self.step_s)
@@ -140,6 +154,26 @@ class TalonFXDevices(Devices):
         self.pigeon.set_raw_yaw(angle)
         self.pigeon.set_angular_velocity_z(rate)
 
+    def end(self) -> None:
+        """In a stepped tick, wait until the devices have sent what they were given this tick
+        (every reading the robot's code takes at 100 Hz stamped after the tick's last write). The
+        robot's code reads them as soon as the tick ends, where on a robot (and in ``robotpy
+        sim``) a tick passes between: without the wait it would read this tick's yaw or the last
+        one's by the chance of a frame's phase, and its turn-rate loop would chatter on that."""
+        if not self._stepped:
+            return
+        written = utils.get_current_time_seconds()
+        deadline = time.monotonic() + FRAME_WAIT_S
+        read = self._read
+        while True:
+            BaseStatusSignal.refresh_all(*read, report_error=False)
+            if all(signal.timestamp.time > written for signal in read):
+                return
+            if time.monotonic() > deadline:
+                self.unsent_ticks += 1
+                return
+            time.sleep(0.0005)
+
     def begin(self, enabled: bool) -> None:
         self._enabled = enabled
         unmanaged.feed_enable(ENABLE_FEED_S if enabled else 0.0)
@@ -155,8 +189,7 @@ class TalonFXDevices(Devices):
         step = self._step
         self._step += 1
         if self._stepped:  # the firmware has its own share of the tick's wall time first
-            spacing = (constants.LOOP_PERIOD_S - FIRST_READ_S) / self._steps_per_tick
-            self.pacer.wait(self._tick_start, FIRST_READ_S + step * spacing)
+            self.pacer.wait(self._tick_start, FIRST_READ_S + step * STEP_SPACING_S)
         elif step:  # in real time, the output read at the tick's start holds through it
             return self._volts[0], self._volts[1]
         enabled = self._enabled

@@ -99,7 +99,7 @@ def assert_within_cap(travel: tuple[float, float]) -> None:
 def followers_reported(sim: Sim) -> bool:
     """Whether the simulator writes a follower's applied output (it reads 0 while driven if not)."""
     mode = sim.robot.automodes.active_mode  # type: ignore[attr-defined]
-    samples = [s for step in mode._steps for s in step.followers]
+    samples = [s for step in mode._steps for s in step.followers.values()]
     return any(follower != 0.0 for _, _, follower, _ in samples)
 
 
@@ -270,6 +270,32 @@ def test_a_gyro_reading_the_same_through_a_step_is_frozen() -> None:
     steps[1].gyro_still = True
     verdict = preflight.judge_gyro(steps, (("PASS", ""), ("PASS", "")), constants.TRACK_WIDTH_M)
     assert verdict[0] == FAIL and verdict[1].startswith("frozen") and "right side" in verdict[1]
+
+
+def test_a_gyro_reading_the_same_while_the_chassis_drives_straight_is_not_frozen() -> None:
+    """Old code: a gyro with no noise (the Pigeon 2 in the simulator; a still one on a robot) read
+    as frozen when the step of both sides drove the chassis straight."""
+    turn = 0.3 / constants.TRACK_WIDTH_M
+    steps = measured((0.3, 0.0), (0.0, 0.3), (-turn, turn))
+    steps[2].gyro_still = True  # both sides: straight ahead
+    verdict = preflight.judge_gyro(steps, (("PASS", ""), ("PASS", "")), constants.TRACK_WIDTH_M)
+    assert verdict[0] == PASS, verdict
+
+
+def test_a_side_whose_sensor_turns_with_its_reversed_motor_fails_by_the_gyros_word() -> None:
+    """A TalonFX reads its own rotor: a side that turns backward counts forward all the same. The
+    gyro turns with the wheels in the good side's step and against them in the bad one's: the
+    bad side's encoder item fails, and the gyro (judged on the good step) passes. A gyro upside
+    down turns against the wheels in both steps: that is the gyro's item."""
+    turn = 0.3 / constants.TRACK_WIDTH_M
+    steps = measured((0.3, 0.0), (0.0, 0.3), (-turn, -turn))  # the right side went backward
+    encoders = (preflight.judge_encoder(0, steps), preflight.judge_encoder(1, steps))
+    assert encoders[0][0] == encoders[1][0] == PASS
+    left, right = preflight.reversed_with_its_sensor(steps, encoders, constants.TRACK_WIDTH_M)
+    assert left[0] == PASS and right[0] == FAIL and "right motor turns backward" in right[1]
+    assert preflight.judge_gyro(steps, (left, right), constants.TRACK_WIDTH_M)[0] == PASS
+    upside_down = measured((0.3, 0.0), (0.0, 0.3), (turn, -turn))
+    assert preflight.reversed_with_its_sensor(upside_down, encoders, constants.TRACK_WIDTH_M) == encoders
 
 
 def test_followers_and_configuration_are_judged_by_their_readings() -> None:

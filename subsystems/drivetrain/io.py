@@ -93,8 +93,9 @@ class DrivetrainInputs:
     gyro_connected: bool = True
     #: The roboRIO's input voltage: what the loops drive from and the brownout is judged on.
     battery_v: float = 12.0
-    #: Each side's follower's applied output (-1..1), ``None`` for a wiring without followers.
-    follower_outputs: tuple[float, float] | None = None
+    #: Each side's leader's and follower's applied outputs (-1..1), read together; ``None`` for a
+    #: wiring without followers.
+    followers: tuple[tuple[float, float], tuple[float, float]] | None = None
     #: How each follower's output relates to its leader's, as configured: +1 the same, -1 opposite.
     follower_relations: tuple[int, int] = (1, 1)
     #: Each controller's answer to its configuration at start; ``None``: the wiring configures none.
@@ -143,6 +144,13 @@ class DrivetrainIO(abc.ABC):
     @abc.abstractmethod
     def outputs(self) -> tuple[float, float]:
         """What the left and right leaders are driven at now, as a fraction of full output (-1..1)."""
+
+    def applied_volts(self) -> tuple[float, float]:
+        """The voltage the left and right leaders apply now: their output times the battery, unless
+        the controller measures it itself."""
+        battery = wpilib.RobotController.getBatteryVoltage()
+        left, right = self.outputs()
+        return left * battery, right * battery
 
     @abc.abstractmethod
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:

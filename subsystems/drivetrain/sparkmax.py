@@ -147,7 +147,10 @@ class SparkMaxIO(DrivetrainIO):
             inputs.gyro_connected = gyro.isConnected()
         inputs.battery_v = wpilib.RobotController.getBatteryVoltage()
         left_leader, left_follower, right_leader, right_follower = self.controllers
-        inputs.follower_outputs = (left_follower.getAppliedOutput(), right_follower.getAppliedOutput())
+        inputs.followers = (
+            (left_leader.getAppliedOutput(), left_follower.getAppliedOutput()),
+            (right_leader.getAppliedOutput(), right_follower.getAppliedOutput()),
+        )
         inputs.follower_relations = self._relations
         inputs.config_results = self._config_results
         inputs.currents_a = (

@@ -7,7 +7,11 @@ A leader and a follower a side; the whole wheel-speed loop runs on the leaders (
 should be now and where next tick, and the acceleration between them; kA turns that into
 volts. What the roboRIO reads (positions, velocities, the Pigeon 2's yaw and rate, outputs,
 currents, faults) is refreshed together once a tick (``BaseStatusSignal.refresh_all``) at the
-update frequencies ``constants.TALONFX_*_SIGNALS_HZ`` set. Every configuration call is checked
+update frequencies ``constants.TALONFX_*_SIGNALS_HZ`` set, and read as the frames carry them, as
+the SPARK MAX's are: Phoenix 6's latency compensation (the value moved on by its rate times its
+age) measures the age on the wall clock, which a simulation stepped faster or slower than it does
+not follow, and the loops are tuned and judged on what the simulator gives them; at 100 Hz a
+reading is at most 10 ms old. Every configuration call is checked
 and its status reported (``Network/ConfigErrors``, the pre-flight check). No Phoenix Pro
 feature is used: ``enable_foc`` is off in every request (an unlicensed device refuses FOC).
 
@@ -21,7 +25,7 @@ import math
 from collections.abc import Sequence
 
 import wpilib
-from phoenix6 import BaseStatusSignal, StatusCode, configs, controls, hardware, signals
+from phoenix6 import BaseStatusSignal, CANBus, StatusCode, configs, controls, hardware, signals
 from wpimath.geometry import Rotation2d
 
 import constants
@@ -86,7 +90,7 @@ class TalonFXIO(DrivetrainIO):
     wiring = "talonfx"
 
     def __init__(self) -> None:
-        bus = constants.TALONFX_CANBUS
+        bus = CANBus(constants.TALONFX_CANBUS)
         self.left_leader = hardware.TalonFX(constants.TALONFX_LEFT_LEADER_CAN, bus)
         self.left_follower = hardware.TalonFX(constants.TALONFX_LEFT_FOLLOWER_CAN, bus)
         self.right_leader = hardware.TalonFX(constants.TALONFX_RIGHT_LEADER_CAN, bus)
@@ -135,13 +139,15 @@ class TalonFXIO(DrivetrainIO):
             self._rate = self.pigeon.get_angular_velocity_z_world()
             fast += [self._yaw, self._rate]
         self._duty = tuple(talon.get_duty_cycle() for talon in self.controllers)
+        self._motor_volts = (left.get_motor_voltage(), right.get_motor_voltage())
         self._currents = tuple(talon.get_stator_current() for talon in self.controllers)
         self._fault_fields = tuple(talon.get_fault_field() for talon in self.controllers)
-        slow: list[BaseStatusSignal] = [*self._duty, *self._currents, *self._fault_fields]
+        slow: list[BaseStatusSignal] = [*self._duty, *self._motor_volts, *self._currents, *self._fault_fields]
         self._fast, self._slow = fast, slow
         BaseStatusSignal.set_update_frequency_for_all(constants.TALONFX_FAST_SIGNALS_HZ, *fast)
         BaseStatusSignal.set_update_frequency_for_all(constants.TALONFX_SLOW_SIGNALS_HZ, *slow)
-        self._signals = (*fast, *slow)
+        # Read once a tick; the leaders' motor voltages only when SysId asks (applied_volts).
+        self._signals = (*fast, *self._duty, *self._currents, *self._fault_fields)
 
         self._velocity_requests = (
             controls.VelocityVoltage(0.0, enable_foc=False),
@@ -204,29 +210,30 @@ class TalonFXIO(DrivetrainIO):
     # -- what the devices report -------------------------------------------------------------------
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        BaseStatusSignal.refresh_all(*self._signals)
-        compensated = BaseStatusSignal.get_latency_compensated_value
+        # Not reported to the console: a device that stopped answering would print every tick; the
+        # status goes into the record's faults instead.
+        status = BaseStatusSignal.refresh_all(*self._signals, report_error=False)
         left_pos, right_pos = self._positions
         left_vel, right_vel = self._velocities
-        inputs.left_position_m = compensated(left_pos, left_vel) * _CIRCUMFERENCE
-        inputs.right_position_m = compensated(right_pos, right_vel) * _CIRCUMFERENCE
+        inputs.left_position_m = left_pos.value * _CIRCUMFERENCE
+        inputs.right_position_m = right_pos.value * _CIRCUMFERENCE
         inputs.left_velocity_mps = left_vel.value * _CIRCUMFERENCE
         inputs.right_velocity_mps = right_vel.value * _CIRCUMFERENCE
         yaw, rate = self._yaw, self._rate
         if yaw is None or rate is None:
             inputs.heading = inputs.turn_rate_radps = None
         else:  # the Pigeon 2 counts counter-clockwise, in degrees
-            inputs.heading = Rotation2d.fromDegrees(compensated(yaw, rate))
+            inputs.heading = Rotation2d.fromDegrees(yaw.value)
             inputs.turn_rate_radps = math.radians(rate.value)
             inputs.gyro_connected = yaw.status.is_ok()
         inputs.battery_v = wpilib.RobotController.getBatteryVoltage()
         duty = self._duty
-        inputs.follower_outputs = (duty[1].value, duty[3].value)
+        inputs.followers = ((duty[0].value, duty[1].value), (duty[2].value, duty[3].value))
         inputs.follower_relations = (1, 1)  # aligned, and configured with their leader's direction
         inputs.config_results = self._config_results
         currents = self._currents
         inputs.currents_a = (currents[0].value + currents[1].value, currents[2].value + currents[3].value)
-        faults: tuple[str, ...] = ()
+        faults: tuple[str, ...] = () if status.is_ok() else (f"TalonFX drivetrain signals: {status.name}",)
         for talon, field in zip(self.controllers, self._fault_fields, strict=True):
             if field.value:
                 faults += _fault_names(talon)
@@ -234,7 +241,14 @@ class TalonFXIO(DrivetrainIO):
 
     def outputs(self) -> tuple[float, float]:
         left, right = self._duty[0], self._duty[2]
-        BaseStatusSignal.refresh_all(left, right)
+        BaseStatusSignal.refresh_all(left, right, report_error=False)
+        return left.value, right.value
+
+    def applied_volts(self) -> tuple[float, float]:
+        """The leaders' own measure of the voltage they apply (a duty cycle is of the TalonFX's own
+        supply, not the roboRIO's battery reading)."""
+        left, right = self._motor_volts
+        BaseStatusSignal.refresh_all(left, right, report_error=False)
         return left.value, right.value
 
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
