@@ -669,3 +669,18 @@ def test_each_wiring_is_one_io_module_and_one_simulated_side() -> None:
             for node in _nodes(path):
                 if isinstance(node, ast.ImportFrom) and node.module == f"subsystems.drivetrain.{name}":
                     raise AssertionError(f"{_rel(path)} imports the {name} wiring's module")
+
+
+def test_a_kitbot_loads_neither_revlib_nor_phoenix6() -> None:
+    """Each wiring's library is imported when that wiring is built, never for another: a kitbot's
+    start on a roboRIO pays for neither (REVLib alone is about 8 ms of imports here)."""
+    code = (
+        "import sys\n"
+        "from subsystems.drivetrain.drivetrain import Drivetrain\n"
+        "from subsystems.drivetrain.io import make_io\n"
+        "io = make_io('kitbot')\n"
+        "print(sorted(m for m in ('rev', 'phoenix6') if m in sys.modules))\n"
+        "import os; os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
