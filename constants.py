@@ -144,7 +144,7 @@ TALONFX_SLOW_SIGNALS_HZ = 50.0
 #: How long each configuration call may wait for the device's answer (Phoenix 6's default 0.1 s),
 #: and how many times it is tried before its status is reported (Network/ConfigErrors).
 TALONFX_CONFIG_TIMEOUT_S = 0.1
-TALONFX_CONFIG_TRIES = 3
+TALONFX_CONFIG_TRIES = 5
 
 # -- limits -------------------------------------------------------------------------------
 

@@ -62,8 +62,11 @@ FRAME_WAIT_S = 0.015
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
-#: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it.
-ENABLE_FEED_S = 0.1
+#: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it. Fed
+#: each tick and cut (a feed of 0) the tick the robot is disabled; longer than Phoenix 6's own
+#: 0.1 s so that a machine holding the robot's thread a few ticks' worth of wall time does not
+#: disable the firmware under a stepped test.
+ENABLE_FEED_S = 0.5
 #: The mounting of each side's gearbox, as CTRE's sim state takes it.
 ORIENTATION = (sim.ChassisReference.COUNTER_CLOCKWISE_POSITIVE, sim.ChassisReference.CLOCKWISE_POSITIVE)
 
