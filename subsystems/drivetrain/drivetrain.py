@@ -119,6 +119,9 @@ class Drivetrain:
             wpilib.Alert.AlertType.kWarning,
         )
         self._gyro_trusted = inputs.heading is not None
+        #: "ok", "not answering", "disagrees with the wheels" or "none" (no gyro): kept as it
+        #: changes, read every tick by the keys and the recorder.
+        self.gyro_state = GyroState.NONE if inputs.heading is None else GyroState.OK
         self._started = False  # odometry anchored on a tick's readings
         # Without a trusted gyro the heading is the oldest of these (the gyro's heading and the
         # wheel positions on the last ticks it was trusted) plus what the wheels turned since:
@@ -305,7 +308,7 @@ class Drivetrain:
         watch = self.gyro_watch
         check = self.gyro_check
         if heading is not None and watch is not None and check is not None:
-            was = self.gyro_state
+            watch_ok, check_ok = watch.ok, check.ok
             self._gyro_radians = radians = heading.radians()
             wheel_turn = self._wheel_turn()
             last_gyro, last_wheels = self._last_turns
@@ -323,7 +326,7 @@ class Drivetrain:
             if trusted and not self._gyro_trusted:
                 self._anchors.clear()
             self._gyro_trusted = trusted
-            if self.gyro_state != was:
+            if watch.ok is not watch_ok or check.ok is not check_ok:
                 self._gyro_changed()
             if trusted:
                 self._anchors.append((heading, inputs.left_position_m, inputs.right_position_m))
@@ -383,7 +386,7 @@ class Drivetrain:
         self.omega_error = was_omega - rate
 
     def _gyro_changed(self) -> None:
-        state = self.gyro_state
+        self.gyro_state = state = self._judge_gyro()
         self.gyro_alert.set(state is GyroState.NOT_ANSWERING)
         self.gyro_disagrees_alert.set(state is GyroState.DISAGREES)
         turn = self.turn
@@ -417,8 +420,7 @@ class Drivetrain:
         """Left and right wheel distance since start, m, as read this tick."""
         return self.inputs.left_position_m, self.inputs.right_position_m
 
-    @property
-    def gyro_state(self) -> GyroState:
+    def _judge_gyro(self) -> GyroState:
         watch = self.gyro_watch
         if watch is None:
             return GyroState.NONE
