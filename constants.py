@@ -70,13 +70,10 @@ SPARKMAX_POSITION_FACTOR_M_PER_ROT = math.pi * WHEEL_DIAMETER_M / GEAR_RATIO
 SPARKMAX_VELOCITY_FACTOR_MPS_PER_RPM = SPARKMAX_POSITION_FACTOR_M_PER_ROT / 60
 #: The wheel-speed feedback in the controllers' own closed loop (slot 0), in the firmware's
 #: units (REV, "Closed Loop Control": the loop runs every 1 ms on the measurement after the
-#: conversion factor, here m/s): P in duty cycle (1 = full output) per m/s of error; I in duty
-#: cycle per (m/s x ms), added to the accumulator on every 1 ms loop, which is bounded to
-#: SPARKMAX_WHEEL_I_MAX_ACCUM (duty cycle). The kitbot's gains over 12 V: P 2 V per m/s,
-#: I 10 V per metre behind (10 / 12 / 1000 per m/s x ms), at most 4 V.
+#: conversion factor, here m/s): P in duty cycle (1 = full output) per m/s of error, the
+#: kitbot's 2 V per m/s over 12 V. No I there: the integral is on the distance, on the roboRIO
+#: (WHEEL_KI_V_PER_M), sent with the feedforward as the arbitrary feedforward in volts.
 SPARKMAX_WHEEL_KP = 2.0 / 12.0
-SPARKMAX_WHEEL_KI = 10.0 / 12.0 / 1000.0
-SPARKMAX_WHEEL_I_MAX_ACCUM = 0.33
 #: The controllers' velocity measurement (REVLib EncoderConfig): the count change over this
 #: many ms, averaged over the last this-many samples (one per ms; a NEO's hall sensor: 8-64 ms
 #: and 1, 2, 4 or 8). Its delay is period / 2 + (depth - 1) / 2 ms, as SysId counts it: 16 ms
@@ -116,18 +113,20 @@ TALONFX_SENSOR_TO_MECHANISM = GEAR_RATIO
 #: Metres a wheel rolls per rotation.
 WHEEL_CIRCUMFERENCE_M = math.pi * WHEEL_DIAMETER_M
 #: The wheel-speed loop on the TalonFX (Slot 0, VelocityVoltage), in Phoenix 6's units per wheel
-#: rotation: kS volts; kV volts per rps; kA volts per rps/s; kP volts per rps of error; kI volts
-#: per rotation of accumulated error (per rps x s). kS, kV, kA are the kit chassis' with two of
-#: the motor a side (WPILib's DCMotor models, 60 lb, 10.71:1; characterise a real robot with the
-#: SysId modes); kP and kI are the kitbot's 2 V per m/s and 10 V per metre behind, per wheel
-#: rotation (0.479 m).
+#: rotation: kS volts; kV volts per rps; kA volts per rps/s; kP volts per rps of error. kS, kV, kA
+#: are the kit chassis' with two of the motor a side (WPILib's DCMotor models, 60 lb, 10.71:1;
+#: characterise a real robot with the SysId modes); kP is half the kitbot's, 1 V per m/s per wheel
+#: rotation (0.479 m): the Kraken's chassis answers three times faster than the CIMs' (kA/kV
+#: 0.031 s against 0.081 s), and with the velocity 100 ms late the kitbot's 2 V per m/s let the
+#: chassis' turn rate swing, 0.44 rad/s peak to peak 10 s into a straight cruise (0.05 at 1 V per
+#: m/s). kI is 0: the integral is on the distance, on the roboRIO (WHEEL_KI_V_PER_M), sent as the
+#: request's feedforward in volts.
 TALONFX_WHEEL_FEEDFORWARD = {
     # motor: (kS V, kV V/rps, kA V/(rps/s))
     "krakenx60": (0.0, 1.278, 0.0392),
     "falcon500": (0.0, 1.202, 0.0593),
 }
-TALONFX_WHEEL_KP_V_PER_RPS = 2.0 * WHEEL_CIRCUMFERENCE_M
-TALONFX_WHEEL_KI_V_PER_ROT = 10.0 * WHEEL_CIRCUMFERENCE_M
+TALONFX_WHEEL_KP_V_PER_RPS = 1.0 * WHEEL_CIRCUMFERENCE_M
 #: Current limits (CTRE, CurrentLimitsConfigs): the stator limit bounds the torque (wheel slip,
 #: brownouts during acceleration): "a reasonable starting point ... is 120 A, with values commonly
 #: ranging from 80-160 A"; tune it down to the current at which the wheels slip. The supply limit

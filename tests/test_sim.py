@@ -289,9 +289,7 @@ def test_brownout_turns_the_outputs_off_and_they_return_without_a_jolt(sim: Sim,
     io = sim.drivetrain.io
 
     def integrals() -> list[float]:
-        if io.wiring == "kitbot":
-            return [io.left_pid.getAccumulatedError(), io.right_pid.getAccumulatedError()]
-        return [c.i_state for c in engine.devices.leaders]
+        return [io.left_feedback.integral_v, io.right_feedback.integral_v]
 
     speeds: list[float] = []
     with sim.connect() as host:

@@ -160,6 +160,68 @@ class DrivetrainIO(abc.ABC):
         """The robot program ends: release what must be released before the process exits."""
 
 
+class WheelFeedback:
+    """One side's feedback on the roboRIO, in volts: P on the speed error now (``kp``, V per m/s;
+    0 where the controller runs it), and I on the distance (``ki``, V per metre): where the wheel
+    should be, the speeds it was asked to hold summed tick by tick, against where its encoder
+    says it is, the term bounded to ``limit_v``.
+
+    Why on the distance: a position reaches the roboRIO without the velocity measurement's filter
+    and delay (a SPARK MAX at REV's defaults reports its speed 81.5 ms late, a NEO's 112 ms). The
+    integral of a late speed error turns the lateness into distance, the speed times the delay at
+    each change of speed; the distance itself carries no such error, so the wheel ends where it
+    should."""
+
+    __slots__ = ("_anchored", "_target", "error_m", "kp", "ki", "limit_m", "period")
+
+    def __init__(self, kp: float, ki: float, limit_v: float, period: float) -> None:
+        self.kp, self.ki, self.period = kp, ki, period
+        self.limit_m = limit_v / ki if ki else 0.0
+        #: How far the wheel was behind where it should be at the last call (m; bounded).
+        self.error_m = 0.0
+        self._target = 0.0  # where the wheel should be now (m)
+        self._anchored = False
+
+    @property
+    def integral_v(self) -> float:
+        """The distance term's output at the last call (V)."""
+        return self.ki * self.error_m
+
+    def reset(self) -> None:
+        """No integral: the next call starts where the wheel is."""
+        self.error_m = 0.0
+        self._anchored = False
+
+    def hold(self) -> None:
+        """The outputs are off for a while (a brownout): the next call starts where the wheel is
+        then, as far behind it as the wheel was when they went off."""
+        self._anchored = False
+
+    def calculate(self, now_mps: float, next_mps: float, speed_mps: float, position_m: float) -> float:
+        """The feedback (V) for a wheel that should run at ``now_mps`` now and ``next_mps`` a tick
+        from now, read at ``speed_mps`` and ``position_m``."""
+        if not self._anchored:
+            self._anchored = True
+            self._target = position_m + self.error_m
+        error = self._target - position_m
+        limit = self.limit_m
+        if error > limit:  # bounded: a wheel held back is not owed more than the limit
+            error = limit
+            self._target = position_m + limit
+        elif error < -limit:
+            error = -limit
+            self._target = position_m - limit
+        self.error_m = error
+        self._target += (now_mps + next_mps) * 0.5 * self.period
+        return self.kp * (now_mps - speed_mps) + self.ki * error
+
+
+def wheel_feedback(kp: float) -> WheelFeedback:
+    """A side's :class:`WheelFeedback`: P ``kp`` (V per m/s), the distance term's
+    ``WHEEL_KI_V_PER_M`` bounded to ``WHEEL_I_LIMIT_V``, at the loop's period."""
+    return WheelFeedback(kp, constants.WHEEL_KI_V_PER_M, constants.WHEEL_I_LIMIT_V, constants.LOOP_PERIOD_S)
+
+
 def wheel_feedforward() -> SimpleMotorFeedforwardMeters:
     """WPILib's feedforward for one side from SysId's kS, kV, kA (``constants.DRIVE_K*``) at the
     loop's period."""

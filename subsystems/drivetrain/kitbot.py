@@ -8,10 +8,15 @@ import math
 from collections.abc import Sequence
 
 import wpilib
-from wpimath.controller import PIDController
 
 import constants
-from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO, MotorWatchdog, wheel_feedforward
+from subsystems.drivetrain.io import (
+    DrivetrainInputs,
+    DrivetrainIO,
+    MotorWatchdog,
+    wheel_feedback,
+    wheel_feedforward,
+)
 
 __all__ = ["KitbotIO"]
 
@@ -51,9 +56,10 @@ class KitbotIO(DrivetrainIO):
 
         self.gyro = wpilib.AnalogGyro(constants.GYRO_ANALOG)
         self.feedforward = wheel_feedforward()
-        self.left_pid = _wheel_pid()
-        self.right_pid = _wheel_pid()
+        self.left_feedback = wheel_feedback(constants.WHEEL_KP_V_PER_MPS)
+        self.right_feedback = wheel_feedback(constants.WHEEL_KP_V_PER_MPS)
         self._left_rate = self._right_rate = 0.0  # the wheel speeds last read (update_inputs)
+        self._left_m = self._right_m = 0.0  # the wheel distances last read
         self._battery = 12.0  # the battery last read (update_inputs)
         self._driven = True  # the motors may be running: the next stop() disables them
 
@@ -63,9 +69,11 @@ class KitbotIO(DrivetrainIO):
         self._driven = True  # first: a side set before an error must still be stopped
         battery = self._battery
         feedforward = self.feedforward
-        left = feedforward.calculate(left_mps, left_next) + self.left_pid.calculate(self._left_rate, left_mps)
-        right = feedforward.calculate(right_mps, right_next) + self.right_pid.calculate(
-            self._right_rate, right_mps
+        left = feedforward.calculate(left_mps, left_next) + self.left_feedback.calculate(
+            left_mps, left_next, self._left_rate, self._left_m
+        )
+        right = feedforward.calculate(right_mps, right_next) + self.right_feedback.calculate(
+            right_mps, right_next, self._right_rate, self._right_m
         )
         self.left_motor.setVoltage(max(-battery, min(battery, left)))
         self.right_motor.setVoltage(max(-battery, min(battery, right)))
@@ -90,12 +98,17 @@ class KitbotIO(DrivetrainIO):
         self.right_motor.stopMotor()
 
     def reset_loops(self) -> None:
-        self.left_pid.reset()
-        self.right_pid.reset()
+        self.left_feedback.reset()
+        self.right_feedback.reset()
+
+    def hold(self) -> None:
+        self.watchdog.feed()
+        self.left_feedback.hold()
+        self.right_feedback.hold()
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        inputs.left_position_m = self.left_encoder.getDistance()
-        inputs.right_position_m = self.right_encoder.getDistance()
+        inputs.left_position_m = self._left_m = self.left_encoder.getDistance()
+        inputs.right_position_m = self._right_m = self.right_encoder.getDistance()
         inputs.left_velocity_mps = self._left_rate = self.left_encoder.getRate()
         inputs.right_velocity_mps = self._right_rate = self.right_encoder.getRate()
         gyro = self.gyro
@@ -108,13 +121,3 @@ class KitbotIO(DrivetrainIO):
 
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
         return (self.watchdog,)
-
-
-def _wheel_pid() -> PIDController:
-    """The kitbot's wheel-speed feedback, in volts per m/s of error: PI, its integral's share
-    of the output bounded (``WHEEL_I_LIMIT_V``)."""
-    pid = PIDController(
-        constants.WHEEL_KP_V_PER_MPS, constants.WHEEL_KI_V_PER_M, 0.0, constants.LOOP_PERIOD_S
-    )
-    pid.setIntegratorRange(-constants.WHEEL_I_LIMIT_V, constants.WHEEL_I_LIMIT_V)
-    return pid

@@ -21,6 +21,7 @@ from subsystems.drivetrain.io import (
     DrivetrainInputs,
     DrivetrainIO,
     MotorWatchdog,
+    wheel_feedback,
     wheel_feedforward,
 )
 
@@ -36,7 +37,7 @@ class SparkMaxIO(DrivetrainIO):
     Configured at start through REVLib's configuration API and persisted in the
     controllers' flash (``constants.SPARKMAX_*``): followers follow their
     leader, brake idle mode, the right side inverted, encoder conversion to
-    metres and m/s, P and I (bounded by ``SPARKMAX_WHEEL_I_MAX_ACCUM``) in slot
+    metres and m/s, P in slot
     0. Each tick a leader gets a velocity setpoint (mid-way between where the
     wheel should be now and next tick) with WPILib's feedforward for that step
     as an arbitrary feedforward in volts; a stop also clears its integral. A
@@ -85,6 +86,11 @@ class SparkMaxIO(DrivetrainIO):
         self.left_loop = self.left_leader.getClosedLoopController()
         self.right_loop = self.right_leader.getClosedLoopController()
         self.feedforward = wheel_feedforward()
+        # The distance term on the roboRIO; the P on the speed is the controllers'.
+        self.left_feedback = wheel_feedback(0.0)
+        self.right_feedback = wheel_feedback(0.0)
+        self._positions = (0.0, 0.0)  # the wheel distances last read
+        self._speeds = (0.0, 0.0)  # and speeds
         self.watchdog = MotorWatchdog(
             (self.left_leader, self.right_leader), "SPARK MAX drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S
         )
@@ -101,12 +107,13 @@ class SparkMaxIO(DrivetrainIO):
     ) -> None:
         self._driven = True
         velocity, feedforward, slot, volts = self._velocity, self.feedforward, self._slot, self._volts
-        self.left_loop.setSetpoint(
-            (left_mps + left_next) / 2, velocity, slot, feedforward.calculate(left_mps, left_next), volts
-        )
-        self.right_loop.setSetpoint(
-            (right_mps + right_next) / 2, velocity, slot, feedforward.calculate(right_mps, right_next), volts
-        )
+        (left_m, right_m), (left_v, right_v) = self._positions, self._speeds
+        left = feedforward.calculate(left_mps, left_next)
+        left += self.left_feedback.calculate(left_mps, left_next, left_v, left_m)
+        right = feedforward.calculate(right_mps, right_next)
+        right += self.right_feedback.calculate(right_mps, right_next, right_v, right_m)
+        self.left_loop.setSetpoint((left_mps + left_next) / 2, velocity, slot, left, volts)
+        self.right_loop.setSetpoint((right_mps + right_next) / 2, velocity, slot, right, volts)
         self.watchdog.feed()
 
     def set_voltages(self, left_v: float, right_v: float) -> None:
@@ -127,14 +134,20 @@ class SparkMaxIO(DrivetrainIO):
         self.right_leader.stopMotor()
 
     def reset_loops(self) -> None:
-        self.left_loop.setIAccum(0.0)
-        self.right_loop.setIAccum(0.0)
+        self.left_feedback.reset()
+        self.right_feedback.reset()
+
+    def hold(self) -> None:
+        self.watchdog.feed()
+        self.left_feedback.hold()
+        self.right_feedback.hold()
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
-        inputs.left_position_m = self.left_encoder.getPosition()
-        inputs.right_position_m = self.right_encoder.getPosition()
-        inputs.left_velocity_mps = self.left_encoder.getVelocity()
-        inputs.right_velocity_mps = self.right_encoder.getVelocity()
+        inputs.left_position_m = left_m = self.left_encoder.getPosition()
+        inputs.right_position_m = right_m = self.right_encoder.getPosition()
+        inputs.left_velocity_mps = left_v = self.left_encoder.getVelocity()
+        inputs.right_velocity_mps = right_v = self.right_encoder.getVelocity()
+        self._positions, self._speeds = (left_m, right_m), (left_v, right_v)
         gyro = self.gyro
         if gyro is None:
             inputs.heading = inputs.turn_rate_radps = None
@@ -206,8 +219,7 @@ def _leader_config(inverted: bool) -> rev.SparkMaxConfig:
         encoder.quadratureAverageDepth(constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH)
     config.closedLoop.setFeedbackSensor(rev.FeedbackSensor.kPrimaryEncoder)
     # P and I here, in the firmware's units; the feedforward comes from the roboRIO with every setpoint.
-    config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
-    config.closedLoop.IMaxAccum(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
+    config.closedLoop.pid(constants.SPARKMAX_WHEEL_KP, 0.0, 0.0)
     return config
 
 

@@ -29,7 +29,13 @@ from phoenix6 import BaseStatusSignal, CANBus, StatusCode, configs, controls, ha
 from wpimath.geometry import Rotation2d
 
 import constants
-from subsystems.drivetrain.io import ConfigResult, DrivetrainInputs, DrivetrainIO, MotorWatchdog
+from subsystems.drivetrain.io import (
+    ConfigResult,
+    DrivetrainInputs,
+    DrivetrainIO,
+    MotorWatchdog,
+    wheel_feedback,
+)
 
 __all__ = ["TalonFXIO"]
 
@@ -79,7 +85,7 @@ def motor_config(inverted: bool, motor: str) -> configs.TalonFXConfiguration:
     slot = config.slot0
     slot.k_s, slot.k_v, slot.k_a = ks, kv, ka
     slot.k_p = constants.TALONFX_WHEEL_KP_V_PER_RPS
-    slot.k_i = constants.TALONFX_WHEEL_KI_V_PER_ROT
+    slot.k_i = 0.0  # the integral is on the distance, the roboRIO's (WheelFeedback)
     slot.k_d = 0.0
     return config
 
@@ -158,6 +164,10 @@ class TalonFXIO(DrivetrainIO):
             controls.VoltageOut(0.0, enable_foc=False),
         )
         self._neutral = controls.NeutralOut()
+        # The distance term on the roboRIO, sent as the request's feedforward; the rest is Slot 0's.
+        self.left_feedback = wheel_feedback(0.0)
+        self.right_feedback = wheel_feedback(0.0)
+        self._distances = (0.0, 0.0)  # the wheel distances last read (m)
         self.watchdog = MotorWatchdog((left, right), "TalonFX drivetrain", constants.MOTOR_SAFETY_TIMEOUT_S)
         self._driven = True  # the motors may be running: the next stop() sets them neutral
 
@@ -178,12 +188,21 @@ class TalonFXIO(DrivetrainIO):
     ) -> None:
         self._driven = True
         period = constants.LOOP_PERIOD_S
-        for talon, request, now, then in (
-            (self.left_leader, self._velocity_requests[0], left_mps, left_next),
-            (self.right_leader, self._velocity_requests[1], right_mps, right_next),
+        left_m, right_m = self._distances
+        for talon, request, feedback, now, then, position in (
+            (self.left_leader, self._velocity_requests[0], self.left_feedback, left_mps, left_next, left_m),
+            (
+                self.right_leader,
+                self._velocity_requests[1],
+                self.right_feedback,
+                right_mps,
+                right_next,
+                right_m,
+            ),
         ):
             request.velocity = (now + then) / 2 / _CIRCUMFERENCE
             request.acceleration = (then - now) / period / _CIRCUMFERENCE
+            request.feed_forward = feedback.calculate(now, then, 0.0, position)
             talon.set_control(request)
         self.watchdog.feed()
 
@@ -200,12 +219,17 @@ class TalonFXIO(DrivetrainIO):
         if self._driven:
             self.left_leader.set_control(self._neutral)
             self.right_leader.set_control(self._neutral)
+            self.reset_loops()
             self._driven = False
 
     def reset_loops(self) -> None:
-        """The firmware clears its integral whenever its request goes neutral (every stop);
-        Phoenix 6 offers no call that clears it while driving, so a mode change while the wheels
-        turn keeps it."""
+        self.left_feedback.reset()
+        self.right_feedback.reset()
+
+    def hold(self) -> None:
+        self.watchdog.feed()
+        self.left_feedback.hold()
+        self.right_feedback.hold()
 
     # -- what the devices report -------------------------------------------------------------------
 
@@ -215,8 +239,9 @@ class TalonFXIO(DrivetrainIO):
         status = BaseStatusSignal.refresh_all(*self._signals, report_error=False)
         left_pos, right_pos = self._positions
         left_vel, right_vel = self._velocities
-        inputs.left_position_m = left_pos.value * _CIRCUMFERENCE
-        inputs.right_position_m = right_pos.value * _CIRCUMFERENCE
+        inputs.left_position_m = left_m = left_pos.value * _CIRCUMFERENCE
+        inputs.right_position_m = right_m = right_pos.value * _CIRCUMFERENCE
+        self._distances = (left_m, right_m)
         inputs.left_velocity_mps = left_vel.value * _CIRCUMFERENCE
         inputs.right_velocity_mps = right_vel.value * _CIRCUMFERENCE
         yaw, rate = self._yaw, self._rate

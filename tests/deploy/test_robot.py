@@ -777,11 +777,9 @@ def test_the_spark_max_wiring_is_configured_as_the_reference_robot_with_its_whee
         assert config.encoder.getPositionConversionFactor() == pytest.approx(metres_per_turn)
         assert config.encoder.getVelocityConversionFactor() == pytest.approx(metres_per_turn / 60)
         loop = config.closedLoop
-        # P and I in the controller; the feedforward is the roboRIO's, sent with each setpoint.
-        assert (loop.getP(), loop.getI(), loop.getD()) == pytest.approx(
-            (constants.SPARKMAX_WHEEL_KP, constants.SPARKMAX_WHEEL_KI, 0.0)
-        )
-        assert loop.getMaxIAccumulation() == pytest.approx(constants.SPARKMAX_WHEEL_I_MAX_ACCUM)
+        # P in the controller; the feedforward and the integral (on the distance) are the roboRIO's,
+        # sent with each setpoint.
+        assert (loop.getP(), loop.getI(), loop.getD()) == pytest.approx((constants.SPARKMAX_WHEEL_KP, 0, 0))
         assert loop.feedForward.getkV() == 0.0
         follower = followers[side]
         assert (
