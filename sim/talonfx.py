@@ -37,7 +37,7 @@ import time
 
 import wpilib.simulation as wsim
 import wpimath.system.plant as plant
-from phoenix6 import BaseStatusSignal, signals, sim, unmanaged, utils
+from phoenix6 import BaseStatusSignal, controls, sim, unmanaged, utils
 from phoenix6.sim.talon_fx_sim_state import TalonFXSimState
 
 import constants
@@ -62,6 +62,8 @@ FRAME_WAIT_S = 0.015
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
+#: A leader asked for more than this (V) that applies exactly 0 V is silently neutral.
+SILENT_DEMAND_V = 1.0
 #: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it. Fed
 #: each tick and cut (a feed of 0) the tick the robot is disabled; longer than Phoenix 6's own
 #: 0.1 s so that a machine holding the robot's thread a few ticks' worth of wall time does not
@@ -147,10 +149,14 @@ class TalonFXDevices(Devices):
         self._enabled = False
         self._stepped = True
         self._volts: list[list[float]] = [[0.0, 0.0], [0.0, 0.0]]
-        #: Ticks a leader's firmware said it was disabled while the robot was enabled: its output
-        #: silently neutral. The robot's tests fail on any beyond the first few ticks of an enable.
+        #: Ticks a leader's firmware held its output at exactly 0 V while the robot was enabled and
+        #: the leader was asked for more than SILENT_DEMAND_V: a disabled firmware, silently
+        #: neutral. Counted at the start of the tick after. The robot's tests fail on any beyond
+        #: the first few ticks of an enable.
         self.silent_ticks = 0
-        self._device_enable = (io.left_leader.get_device_enable(), io.right_leader.get_device_enable())
+        self._silent = False  # this tick's
+        self._leaders = (io.left_leader, io.right_leader)
+        self._kv = constants.TALONFX_WHEEL_FEEDFORWARD[constants.TALONFX_MOTOR][1]
 
     def _write_gyro(self, angle: float, rate: float) -> None:
         assert self.pigeon is not None
@@ -183,10 +189,18 @@ class TalonFXDevices(Devices):
         self._stepped = wsim.isTimingPaused()
         self._step = 0
         self._tick_start = self._now
-        if enabled:
-            BaseStatusSignal.refresh_all(*self._device_enable)
-            if any(s.value != signals.DeviceEnableValue.ENABLED for s in self._device_enable):
-                self.silent_ticks += 1
+        if self._silent:
+            self.silent_ticks += 1
+            self._silent = False
+
+    def _demand(self, side: int) -> float:
+        """The voltage a leader's request asks for, roughly (0 for a neutral one)."""
+        request = self._leaders[side].control_request
+        if isinstance(request, controls.VoltageOut):
+            return abs(request.output)
+        if isinstance(request, controls.VelocityVoltage):
+            return abs(request.velocity * self._kv + request.feed_forward)
+        return 0.0
 
     def volts(self, chassis: Chassis, vbus: float) -> tuple[list[float], list[float]]:
         step = self._step
@@ -199,6 +213,13 @@ class TalonFXDevices(Devices):
         for side, states in enumerate(self.sides):
             sign = self.sense_signs[side]
             self._volts[side] = [state.motor_voltage * sign if enabled else 0.0 for state in states]
+            if (
+                not step
+                and enabled
+                and states[0].motor_voltage == 0.0
+                and self._demand(side) > SILENT_DEMAND_V
+            ):
+                self._silent = True
         return self._volts[0], self._volts[1]
 
     def sense(self, chassis: Chassis, now_s: float) -> None:

@@ -9,10 +9,11 @@ suite hands a whole module to one worker. The firmware runs in wall time, so the
 clock is held to the wall clock: each simulated second here is a wall second, and the tests
 drive no longer than what they judge needs.
 
-Every test watches each tick of its robot: a leader's firmware that says it is disabled while the
-robot is enabled, past the first few ticks of an enable (the firmware takes the enable a few
-ticks late), fails the test at teardown. A firmware that is never enabled holds its outputs
-neutral without a word: it would pass any test of a stop.
+Every test watches each tick of its robot: a leader's firmware that holds exactly 0 V while the
+robot is enabled and the leader is asked for more than a volt (a disabled firmware), past the
+first few ticks of an enable (the firmware takes the enable a few ticks late) and more than a
+starved machine's blip, fails the test at teardown. A firmware that is never enabled holds its
+outputs neutral without a word: it would pass any test of a stop.
 """
 
 from __future__ import annotations
@@ -40,9 +41,13 @@ from sim.talonfx import TalonFXDevices
 
 #: The robot's fixtures from the robot's tests: ``sim`` starts it on the ``wiring`` below.
 ROBOT_FIXTURES = (sim, truth)
-#: A leader's firmware may say it is disabled for this many ticks of an enable: it takes the
-#: enable 2-3 ticks after the robot is enabled.
+#: A leader's firmware may stay neutral for this many ticks of an enable: it takes the enable
+#: 2-3 ticks after the robot is enabled (and a silent tick is counted the tick after).
 ENABLE_TICKS = 5
+#: Silent ticks past that a test tolerates: a machine that starves Phoenix 6's own threads (they
+#: send the robot's requests and the enable on the wall clock) can blip a firmware neutral for a
+#: tick or three; one never enabled is silent for every tick that asks it to drive.
+SILENT_TOLERANCE = 5
 Mode = signals.ControlModeValue
 #: The control modes that use FOC, a Phoenix Pro feature an unlicensed device refuses.
 FOC = {mode for mode in Mode if "FOC" in mode.name}
@@ -94,7 +99,7 @@ def wiring(fault: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def ticks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]:
     """Each tick of the simulated devices: whether the robot was enabled (and not browned out),
-    and whether a leader's firmware said it was disabled then."""
+    and whether a silent tick (the one before) was counted then."""
     seen: list[tuple[bool, bool]] = []
     begin = TalonFXDevices.begin
 
@@ -121,7 +126,8 @@ def silent_past_the_enable(ticks: list[tuple[bool, bool]]) -> list[int]:
 
 def assert_never_silent(ticks: list[tuple[bool, bool]], devices: TalonFXDevices) -> None:
     assert sum(silent for _, silent in ticks) == devices.silent_ticks  # every tick was watched
-    assert silent_past_the_enable(ticks) == [], f"{devices.silent_ticks} silent ticks"
+    late = silent_past_the_enable(ticks)
+    assert len(late) <= SILENT_TOLERANCE, f"{devices.silent_ticks} silent ticks: {late}"
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +169,7 @@ def test_the_devices_report_the_configuration_the_wiring_applied(sim: Sim) -> No
     for inverted, talons in sides.items():
         for talon in talons:
             config = configs.TalonFXConfiguration()  # type: ignore[no-untyped-call]
-            assert talon.configurator.refresh(config).is_ok(), talon.device_id
+            assert talon.configurator.refresh(config, 1.0).is_ok(), talon.device_id
             output, limits, slot = config.motor_output, config.current_limits, config.slot0
             assert output.inverted == inverted, talon.device_id
             assert output.neutral_mode == signals.NeutralModeValue.BRAKE
@@ -199,7 +205,7 @@ def test_the_devices_report_the_configuration_the_wiring_applied(sim: Sim) -> No
     assert Mode.FOLLOWER not in control_modes(sim)
     assert io.pigeon is not None
     pigeon = configs.Pigeon2Configuration()  # type: ignore[no-untyped-call]
-    assert io.pigeon.configurator.refresh(pigeon).is_ok()
+    assert io.pigeon.configurator.refresh(pigeon, 1.0).is_ok()
 
     answers = sim.drivetrain.inputs.config_results
     assert [(a.device, a.status, a.ok) for a in answers] == [
@@ -502,14 +508,14 @@ def test_a_firmware_never_enabled_fails_the_drive_and_is_counted(
     ticks: list[tuple[bool, bool]],
 ) -> None:
     """Neither Phoenix 6's enable nor the simulator's is fed: the firmware holds its outputs
-    neutral, the robot goes nowhere and the drive's assertions fail; every enabled tick is a
-    silent one, and the check every other test makes at teardown fails."""
-    sim.tick(10, enabled=False)  # 0.2 s: an enable an earlier test's robot fed (for 0.1 s) runs out
+    neutral, the robot goes nowhere and the drive's assertions fail; every tick that asked for
+    more than a volt is a silent one, and the check every other test makes at teardown fails."""
+    sim.tick(30, enabled=False)  # 0.6 s: an enable an earlier test's robot fed (for 0.5 s) runs out
     with pytest.raises(AssertionError):
         drive_two_metres(sim, truth)
     devices = truth.engine.devices
     enabled = sum(on for on, _ in ticks)
-    assert enabled > 50 and devices.silent_ticks == enabled
+    assert enabled > 50 and 50 < devices.silent_ticks <= enabled
     assert abs(truth.drivesim.getLeftPosition()) < 1e-6
     with pytest.raises(AssertionError):
         assert_never_silent(ticks, devices)
