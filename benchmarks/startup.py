@@ -1,7 +1,7 @@
 """Start-up time and resident memory of the robot, against an empty TimedRobot started the same way.
 
     python -m benchmarks.startup [--repeat N] [--idle-seconds S] [--live-minutes M]
-                                 [--rss-every S] [--wiring kitbot|sparkmax] [--json PATH]
+                                 [--rss-every S] [--wiring kitbot|sparkmax|talonfx] [--json PATH]
     python -m benchmarks.startup --importtime robot|empty [--top N]   # what its imports cost
 
 Each robot is started by the benchmarks' launcher (:class:`benchmarks.harness.sim.SimRobot`)
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT
-from benchmarks.harness.sim import SimRobot
+from benchmarks.harness.sim import SimRobot, wirings
 from benchmarks.report import add_json_argument, write_json
 
 #: Where ``robotpy sim`` serves NetworkTables when nothing moves it (the empty robot).
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rss-every", type=float, default=5.0, help="seconds between RSS samples (default 5)"
     )
-    parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument("--wiring", choices=wirings(), default="kitbot")
     parser.add_argument("--keep-log", type=Path, metavar="FILE", help="keep the simulators' output here")
     parser.add_argument(
         "--importtime",

@@ -1,6 +1,6 @@
 """What one robot tick costs: the real robot program, in-process, on the simulated HAL.
 
-    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax] [--paced] [--json PATH]
+    python -m benchmarks.tick_cost [--ticks N] [--wiring kitbot|sparkmax|talonfx] [--paced] [--json PATH]
 
 The robot (robot.py with physics.py attached, as pyfrc attaches it) runs in
 this thread: each tick steps simulated time by 20 ms and runs WPILib's own
@@ -9,7 +9,10 @@ By default ticks follow each other as fast as they run: the tick's own cost,
 caches warm. ``--paced`` waits the loop period between ticks, as a robot
 does: every tick then starts with cold caches, which on a shared virtual
 machine costs several times the warm figure (the empty robot's floor shows
-how much of that is the machine). Scenarios, N ticks each (default 3,000):
+how much of that is the machine). The TalonFX wiring's simulator holds each stepped tick to
+the wall clock (its devices run CTRE's firmware on it: ``sim/talonfx.py``), so its ticks are
+paced whatever ``--paced`` says, beside the firmware's own threads. Scenarios, N ticks each
+(default 3,000):
 
 * ``idle``: autonomous, enabled, no host;
 * ``live``: autonomous with a host on loopback TCP, in a process of its own
@@ -51,6 +54,7 @@ from typing import Any
 
 from benchmarks.harness import ROOT
 from benchmarks.harness.inprocess import TICK_S, robot_classes, step
+from benchmarks.harness.sim import wirings
 from benchmarks.report import add_json_argument, write_json
 
 Samples = dict[str, list[int]]  # part -> nanoseconds per tick
@@ -292,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--ticks", type=int, default=3000, help="ticks per scenario (default 3000)")
-    parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument("--wiring", choices=wirings(), default="kitbot")
     parser.add_argument("--paced", action="store_true", help="wait the loop period before each tick")
     parser.add_argument("--host", type=int, metavar="PORT", help=argparse.SUPPRESS)
     add_json_argument(parser)

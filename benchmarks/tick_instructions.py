@@ -1,7 +1,7 @@
 """Instructions per robot tick, counted exactly by Valgrind: robotPeriodic, its parts, the loop.
 
     python -m benchmarks.tick_instructions [--ticks N] [--repeats B] [--warmup N] [--runs R]
-                                           [--wiring kitbot|sparkmax] [--keep DIR] [--json PATH]
+                                           [--wiring kitbot|sparkmax|talonfx] [--keep DIR] [--json PATH]
 
 The robot of ``benchmarks/tick_cost.py`` (robot.py with physics.py attached, the
 simulated HAL, WPILib's own loop function, simulated time stepped 20 ms a tick),
@@ -57,8 +57,10 @@ Scenarios (``--warmup`` ticks first, then one block per probe):
 * ``teleop``: teleop, enabled, the Xbox controller's sticks moving, link idle.
 
 Probes: ``loop`` (``_loopFunc``: everything of the tick, the simulation's
-physics included), ``simulation`` (pyfrc's physics step, which a roboRIO does
-not run: "loop on a roboRIO" is ``loop`` less it), ``robotPeriodic``, and its
+physics included), ``simulation`` (what a roboRIO does not run: pyfrc's physics step,
+and the HAL's sim-periodic callbacks registered from Python, a vendor library's simulation
+glue: Phoenix 6 registers one per device, which copies its state into WPILib's sim devices
+before every loop; :class:`SimHooks`. "loop on a roboRIO" is ``loop`` less it), ``robotPeriodic``, and its
 parts: queue update (``link.update``), mode (the autonomous mode's periodic),
 sticks (teleop's controller reads), intent (``drivetrain.drive``/``stop``),
 drivetrain (``drivetrain.periodic``: kinematics, motors, encoders, odometry),
@@ -98,6 +100,7 @@ from typing import Any
 
 from benchmarks.harness import ROOT
 from benchmarks.harness.callgrind import Callgrind
+from benchmarks.harness.sim import wirings
 from benchmarks.report import add_json_argument, write_json
 
 SCENARIOS = ("floor", "idle", "live", "teleop")
@@ -166,6 +169,39 @@ class Probes:
 
 def _nothing() -> None:
     return None
+
+
+def _call(callback: Callable[[], None]) -> None:
+    callback()
+
+
+class SimHooks:
+    """The HAL's sim-periodic callbacks (before and after each loop) registered from Python, each
+    called through :attr:`call`, which the ``simulation`` probe brackets: they run inside the
+    loop in a simulator only (Phoenix 6 registers one per device, which copies the device's
+    state into WPILib's sim devices for the sim GUI; a roboRIO has no sim devices). Installed
+    before the robot is made; :attr:`registered` counts them (none for the kitbot)."""
+
+    def __init__(self, simulation: Any) -> None:
+        self.call: Callable[[Callable[[], None]], None] = _call
+        self.registered = 0
+        for name in ("registerSimPeriodicBeforeCallback", "registerSimPeriodicAfterCallback"):
+            setattr(simulation, name, self._hooked(getattr(simulation, name)))
+
+    def _hooked(self, register: Callable[[Callable[[], None]], Any]) -> Callable[[Callable[[], None]], Any]:
+        def registering(callback: Callable[[], None]) -> Any:
+            self.registered += 1
+            return register(lambda: self.call(callback))
+
+        return registering
+
+    @contextlib.contextmanager
+    def bracketed(self, probes: Probes) -> Iterator[None]:
+        self.call = probes.bracket(_call)
+        try:
+            yield
+        finally:
+            self.call = _call
 
 
 class LockstepHost:
@@ -291,6 +327,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
         os.environ["BCNP_LOG_DIR"] = tempfile.mkdtemp(prefix="bcnp-tick-instr-")
     sys.path.insert(0, str(ROOT))
     import hal
+    import hal.simulation
     import ntcore
     from wpilib.simulation import XboxControllerSim, pauseTiming, restartTiming
 
@@ -298,6 +335,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
 
     callgrind = Callgrind()
     probes = Probes(callgrind)
+    hooks = SimHooks(hal.simulation)
     hal.initialize(500, 0)
     ntcore.NetworkTableInstance.getDefault().startLocal()
     pauseTiming()
@@ -349,7 +387,8 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
                 attribute = "robotPeriodic" if probe == "robotPeriodic" else "_simulationPeriodic"
                 if scenario == "floor" and probe == "simulation":
                     continue
-                with _wrapped([(robot, attribute)], probes.bracket):
+                hooked = hooks.bracketed(probes) if probe == "simulation" else contextlib.nullcontext()
+                with _wrapped([(robot, attribute)], probes.bracket), hooked:
                     i = block(scenario, probe, repeat, robot, mode, each, i)
             if scenario == "floor":
                 continue
@@ -390,6 +429,7 @@ def _inner(ticks: int, warmup: int, repeats: int, wiring: str) -> int:
     robot = robot_class()
     robot.robotInit()
     robot._simulationInit()
+    print(f"sim-periodic callbacks registered from Python (simulation probe): {hooks.registered}", flush=True)
     # LoopTiming keeps statistics of wall-clock tick durations, and under Valgrind those
     # (so the branches of its bookkeeping) differ from run to run: measured, its wall
     # clock is a seeded draw of durations as a roboRIO's ticks take (0.2 to 3 ms).
@@ -515,6 +555,7 @@ def run_once(
         if done.returncode != 0:
             sys.stderr.write(done.stdout[-5000:] + done.stderr[-5000:])
             raise SystemExit(f"tick_instructions: the run under Valgrind failed ({done.returncode})")
+        sys.stderr.write(done.stdout)  # what the run said: the callbacks hooked, the live host's traffic
         if keep is not None:  # callgrind's files, for callgrind_annotate (per C function)
             keep.mkdir(parents=True, exist_ok=True)
             for path in Path(tmp).glob("callgrind.out*"):
@@ -543,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup", type=int, default=100, help="ticks before each scenario's blocks (default 100)"
     )
     parser.add_argument("--runs", type=int, default=2, help="runs, for the spread between them (default 2)")
-    parser.add_argument("--wiring", choices=("kitbot", "sparkmax"), default="kitbot")
+    parser.add_argument("--wiring", choices=wirings(), default="kitbot")
     parser.add_argument(
         "--valgrind", default="valgrind", help="the valgrind command (default: valgrind on PATH)"
     )

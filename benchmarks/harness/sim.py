@@ -42,6 +42,7 @@ serves NetworkTables where ``robotpy sim`` puts it (5810).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import os
@@ -101,6 +102,19 @@ import runpy
 sys.argv[0] = "robotpy"
 runpy.run_module("robotpy", run_name="__main__", alter_sys=True)
 """
+
+
+def wirings() -> tuple[str, ...]:
+    """The drivetrain wirings the robot builds (``BCNP_DRIVETRAIN``; ``SimRobot``'s ``drivetrain``),
+    in its own order: the keys of ``subsystems.drivetrain.io.WIRINGS``, read from its source, so a
+    benchmark that checks its arguments against them loads no WPILib to do it."""
+    source = ROOT / "subsystems" / "drivetrain" / "io.py"
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "WIRINGS" for t in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise RuntimeError(f"no WIRINGS in {source}")
 
 
 def _libc() -> Any:
