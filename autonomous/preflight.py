@@ -361,8 +361,9 @@ class PreflightCheck(Mode):
     @staticmethod
     def _sample_followers(drivetrain: Drivetrain, step: Step) -> None:
         """Each driven side's leader and follower as the inputs read them together this tick; the
-        last sample of a step is the one judged (a follower's report may trail its leader's by a
-        status frame or two at the step's start)."""
+        step keeps the reading that came closest to following (a follower's report may trail its
+        leader's by a status frame or two, more on a starved bus): one that does not follow never
+        comes close."""
         inputs = drivetrain.inputs
         followers = inputs.followers
         if followers is None:
@@ -370,7 +371,10 @@ class PreflightCheck(Mode):
         for index, side in enumerate(("left", "right")):
             if step.volts[index]:
                 leader, follower = followers[index]
-                step.followers[side] = (side, leader, follower, inputs.follower_relations[index])
+                relation = inputs.follower_relations[index]
+                kept = step.followers.get(side)
+                if kept is None or abs(follower - leader * relation) < abs(kept[2] - kept[1] * kept[3]):
+                    step.followers[side] = (side, leader, follower, relation)
 
     # -- judging and reporting ----------------------------------------------------------------------
 

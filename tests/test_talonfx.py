@@ -365,7 +365,7 @@ def test_a_reversed_pigeon_is_distrusted_and_the_chassis_never_spins(sim: Sim, t
             states.append(sim.drivetrain.gyro_state)
             _, _, should = unicycle(commands[: tick + 1])
             true = drivesim.getPose().relativeTo(start).rotation().radians()
-            assert abs(true - should) < 0.05, tick
+            assert abs(true - should) < 0.08, tick  # a spin would be radians off
     assert states.index("disagrees with the wheels") * TICK <= 0.25
     assert states[-1] == "disagrees with the wheels"
     assert sim.string("Network/Gyro") == "disagrees with the wheels"
