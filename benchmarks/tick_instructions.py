@@ -60,8 +60,8 @@ Probes: ``loop`` (``_loopFunc``: everything of the tick, the simulation's
 physics included), ``simulation`` (what a roboRIO does not run: pyfrc's physics step,
 and the HAL's sim-periodic callbacks registered from Python, a vendor library's simulation
 glue: Phoenix 6 registers one per device, which copies its state into WPILib's sim devices
-before every loop; :class:`SimHooks`. "loop on a roboRIO" is ``loop`` less it), ``robotPeriodic``, and its
-parts: queue update (``link.update``), mode (the autonomous mode's periodic),
+before every loop; :class:`SimHooks`. "loop on a roboRIO" is ``loop`` less it),
+``robotPeriodic``, and its parts: queue update (``link.update``), mode (the autonomous mode's periodic),
 sticks (teleop's controller reads), intent (``drivetrain.drive``/``stop``),
 drivetrain (``drivetrain.periodic``: kinematics, motors, encoders, odometry),
 telemetry, field (the Odometry field), recorder, keys, flush (handing the
