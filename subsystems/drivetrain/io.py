@@ -48,6 +48,7 @@ from wpimath.geometry import Rotation2d
 import constants
 
 __all__ = [
+    "ClosedLoopIO",
     "ConfigResult",
     "DrivetrainIO",
     "DrivetrainInputs",
@@ -220,6 +221,42 @@ def wheel_feedback(kp: float) -> WheelFeedback:
     """A side's :class:`WheelFeedback`: P ``kp`` (V per m/s), the distance term's
     ``WHEEL_KI_V_PER_M`` bounded to ``WHEEL_I_LIMIT_V``, at the loop's period."""
     return WheelFeedback(kp, constants.WHEEL_KI_V_PER_M, constants.WHEEL_I_LIMIT_V, constants.LOOP_PERIOD_S)
+
+
+class ClosedLoopIO(DrivetrainIO):
+    """A wiring whose wheel loops take the roboRIO's distance term (a :class:`WheelFeedback` a side)
+    and whose motors one :class:`MotorWatchdog` stops: what a stop, a reset of the loops and a
+    brownout's hold do is the same for every such wiring; each says how its motors go neutral."""
+
+    watchdog: MotorWatchdog
+    left_feedback: WheelFeedback
+    right_feedback: WheelFeedback
+    #: The motors may be running: the next stop() sets them neutral (a wiring sets it when it drives).
+    _driven = True
+
+    @abc.abstractmethod
+    def _neutral(self) -> None:
+        """Both sides' motors neutral now (their followers follow)."""
+
+    def stop(self) -> None:
+        # Fed while stopped too, or an idle robot reports "Output not updated often enough".
+        self.watchdog.feed()
+        if self._driven:  # otherwise stopped since: the outputs are still neutral
+            self._neutral()
+            self.reset_loops()
+            self._driven = False
+
+    def reset_loops(self) -> None:
+        self.left_feedback.reset()
+        self.right_feedback.reset()
+
+    def hold(self) -> None:
+        self.watchdog.feed()
+        self.left_feedback.hold()
+        self.right_feedback.hold()
+
+    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
+        return (self.watchdog,)
 
 
 def wheel_feedforward() -> SimpleMotorFeedforwardMeters:

@@ -5,14 +5,13 @@ volts) runs on the roboRIO. ``sim/kitbot.py`` is its simulated side."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import wpilib
 
 import constants
 from subsystems.drivetrain.io import (
+    ClosedLoopIO,
     DrivetrainInputs,
-    DrivetrainIO,
     MotorWatchdog,
     wheel_feedback,
     wheel_feedforward,
@@ -21,7 +20,7 @@ from subsystems.drivetrain.io import (
 __all__ = ["KitbotIO"]
 
 
-class KitbotIO(DrivetrainIO):
+class KitbotIO(ClosedLoopIO):
     """The FRC kit-of-parts wiring: PWM motor controllers, DIO encoders, an analog gyro.
 
     Each side's voltage is WPILib's feedforward (kS, kV, kA: from where the wheel
@@ -85,26 +84,9 @@ class KitbotIO(DrivetrainIO):
         self.right_motor.setVoltage(right_v)
         self.watchdog.feed()
 
-    def stop(self) -> None:
-        # Fed while stopped too, or an idle robot reports "Output not updated often enough".
-        self.watchdog.feed()
-        if self._driven:  # otherwise stopped since: the outputs are still disabled
-            self._stop_motors()
-            self.reset_loops()
-            self._driven = False
-
-    def _stop_motors(self) -> None:
+    def _neutral(self) -> None:
         self.left_motor.stopMotor()
         self.right_motor.stopMotor()
-
-    def reset_loops(self) -> None:
-        self.left_feedback.reset()
-        self.right_feedback.reset()
-
-    def hold(self) -> None:
-        self.watchdog.feed()
-        self.left_feedback.hold()
-        self.right_feedback.hold()
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
         inputs.left_position_m = self._left_m = self.left_encoder.getDistance()
@@ -118,6 +100,3 @@ class KitbotIO(DrivetrainIO):
 
     def outputs(self) -> tuple[float, float]:
         return self.left_motor.get(), self.right_motor.get()
-
-    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
-        return (self.watchdog,)

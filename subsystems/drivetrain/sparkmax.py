@@ -9,7 +9,6 @@ imports it only when this wiring is built, never for a kitbot.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import rev
 import wpilib
@@ -17,9 +16,9 @@ from wpimath.geometry import Rotation2d
 
 import constants
 from subsystems.drivetrain.io import (
+    ClosedLoopIO,
     ConfigResult,
     DrivetrainInputs,
-    DrivetrainIO,
     MotorWatchdog,
     wheel_feedback,
     wheel_feedforward,
@@ -31,7 +30,7 @@ __all__ = ["SPARKMAX_GYROS", "SparkMaxIO"]
 FAULT_NAMES = ("other", "motorType", "sensor", "can", "temperature", "gateDriver", "escEeprom", "firmware")
 
 
-class SparkMaxIO(DrivetrainIO):
+class SparkMaxIO(ClosedLoopIO):
     """Four SPARK MAX on CAN: a leader and a follower per side, the wheel-speed feedback on the leaders.
 
     Configured at start through REVLib's configuration API and persisted in the
@@ -122,25 +121,9 @@ class SparkMaxIO(DrivetrainIO):
         self.right_loop.setSetpoint(right_v, self._voltage)
         self.watchdog.feed()
 
-    def stop(self) -> None:
-        self.watchdog.feed()
-        if self._driven:
-            self._stop_motors()
-            self.reset_loops()
-            self._driven = False
-
-    def _stop_motors(self) -> None:
+    def _neutral(self) -> None:
         self.left_leader.stopMotor()
         self.right_leader.stopMotor()
-
-    def reset_loops(self) -> None:
-        self.left_feedback.reset()
-        self.right_feedback.reset()
-
-    def hold(self) -> None:
-        self.watchdog.feed()
-        self.left_feedback.hold()
-        self.right_feedback.hold()
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
         inputs.left_position_m = left_m = self.left_encoder.getPosition()
@@ -183,9 +166,6 @@ class SparkMaxIO(DrivetrainIO):
 
     def outputs(self) -> tuple[float, float]:
         return self.left_leader.getAppliedOutput(), self.right_leader.getAppliedOutput()
-
-    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
-        return (self.watchdog,)
 
 
 #: The gyros the SPARK MAX wiring can read (``constants.SPARKMAX_GYRO``).

@@ -22,7 +22,6 @@ imports it only when this wiring is built, never for a kitbot.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import wpilib
 from phoenix6 import BaseStatusSignal, CANBus, StatusCode, configs, controls, hardware, signals
@@ -30,9 +29,9 @@ from wpimath.geometry import Rotation2d
 
 import constants
 from subsystems.drivetrain.io import (
+    ClosedLoopIO,
     ConfigResult,
     DrivetrainInputs,
-    DrivetrainIO,
     MotorWatchdog,
     wheel_feedback,
 )
@@ -90,7 +89,7 @@ def motor_config(inverted: bool, motor: str) -> configs.TalonFXConfiguration:
     return config
 
 
-class TalonFXIO(DrivetrainIO):
+class TalonFXIO(ClosedLoopIO):
     """Four TalonFX, a leader and a follower a side, and a Pigeon 2 (``constants.TALONFX_GYRO``)."""
 
     wiring = "talonfx"
@@ -163,7 +162,7 @@ class TalonFXIO(DrivetrainIO):
             controls.VoltageOut(0.0, enable_foc=False),
             controls.VoltageOut(0.0, enable_foc=False),
         )
-        self._neutral = controls.NeutralOut()
+        self._neutral_request = controls.NeutralOut()
         # The distance term on the roboRIO, sent as the request's feedforward; the rest is Slot 0's.
         self.left_feedback = wheel_feedback(0.0)
         self.right_feedback = wheel_feedback(0.0)
@@ -214,23 +213,6 @@ class TalonFXIO(DrivetrainIO):
         self.right_leader.set_control(right)
         self.watchdog.feed()
 
-    def stop(self) -> None:
-        self.watchdog.feed()
-        if self._driven:
-            self.left_leader.set_control(self._neutral)
-            self.right_leader.set_control(self._neutral)
-            self.reset_loops()
-            self._driven = False
-
-    def reset_loops(self) -> None:
-        self.left_feedback.reset()
-        self.right_feedback.reset()
-
-    def hold(self) -> None:
-        self.watchdog.feed()
-        self.left_feedback.hold()
-        self.right_feedback.hold()
-
     # -- what the devices report -------------------------------------------------------------------
 
     def update_inputs(self, inputs: DrivetrainInputs) -> None:
@@ -276,8 +258,9 @@ class TalonFXIO(DrivetrainIO):
         BaseStatusSignal.refresh_all(left, right, report_error=False)
         return left.value, right.value
 
-    def watchdogs(self) -> Sequence[wpilib.MotorSafety]:
-        return (self.watchdog,)
+    def _neutral(self) -> None:
+        self.left_leader.set_control(self._neutral_request)
+        self.right_leader.set_control(self._neutral_request)
 
     def close(self) -> None:
         """Close every device: a Phoenix 6 device collected unclosed just before the process
