@@ -679,7 +679,7 @@ def test_a_kitbot_loads_neither_revlib_nor_phoenix6() -> None:
         "from subsystems.drivetrain.drivetrain import Drivetrain\n"
         "from subsystems.drivetrain.io import make_io\n"
         "io = make_io('kitbot')\n"
-        "print(sorted(m for m in ('rev', 'phoenix6') if m in sys.modules))\n"
+        "print(sorted(m for m in ('rev', 'phoenix6') if m in sys.modules), flush=True)\n"
         "import os; os._exit(0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
