@@ -64,6 +64,10 @@ FRAME_WAIT_S = 0.015
 MAX_BEHIND_S = 0.05
 #: A leader asked for more than this (V) that applies exactly 0 V is silently neutral.
 SILENT_DEMAND_V = 1.0
+#: With simulated time stepped, how long a tick's first read waits (wall time, simulated time
+#: held) for a silently neutral leader to apply its request (s): after a held machine, the
+#: firmware takes the robot's next control and enable frames (100 Hz) within this.
+LIVE_WAIT_S = 0.05
 #: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it. Fed
 #: each tick and cut (a feed of 0) the tick the robot is disabled; longer than Phoenix 6's own
 #: 0.1 s so that a machine holding the robot's thread a few ticks' worth of wall time does not
@@ -102,6 +106,12 @@ class WallPacer:
         delay = self._anchor + sim_s + lead_s - now
         if delay > 0.0:
             self._sleep(delay)
+
+    def slip(self, wall_s: float) -> None:
+        """The simulated clock stood still for ``wall_s`` of wall time: what follows keeps its
+        spacing."""
+        if self._anchor is not None:
+            self._anchor += wall_s
 
 
 class TalonFXDevices(Devices):
@@ -155,8 +165,17 @@ class TalonFXDevices(Devices):
         #: the first few ticks of an enable.
         self.silent_ticks = 0
         self._silent = False  # this tick's
+        #: Stepped ticks whose first read found a leader silent and waited for it to apply its
+        #: request (:meth:`_wait_live`).
+        self.live_waits = 0
+        self._waited_in_vain = False  # the last wait ended silent: no wait again until it is not
+        self._end_holds = 0  # holds seen while a tick's end waited for the devices' frames
         self._leaders = (io.left_leader, io.right_leader)
         self._kv = constants.TALONFX_WHEEL_FEEDFORWARD[constants.TALONFX_MOTOR][1]
+
+    @property
+    def holds(self) -> int:
+        return self.pacer.restarts + self._end_holds
 
     def _write_gyro(self, angle: float, rate: float) -> None:
         assert self.pigeon is not None
@@ -172,13 +191,18 @@ class TalonFXDevices(Devices):
         if not self._stepped:
             return
         written = utils.get_current_time_seconds()
-        deadline = time.monotonic() + FRAME_WAIT_S
+        now = time.monotonic()
+        deadline = now + FRAME_WAIT_S
         read = self._read
         while True:
             BaseStatusSignal.refresh_all(*read, report_error=False)
             if all(signal.timestamp.time > written for signal in read):
                 return
-            if time.monotonic() > deadline:
+            before, now = now, time.monotonic()
+            if now - before > FRAME_WAIT_S:  # the machine held us: the devices were held too
+                self._end_holds += 1
+                deadline = now + FRAME_WAIT_S
+            elif now > deadline:
                 self.unsent_ticks += 1
                 return
             time.sleep(0.0005)
@@ -210,17 +234,46 @@ class TalonFXDevices(Devices):
         elif step:  # in real time, the output read at the tick's start holds through it
             return self._volts[0], self._volts[1]
         enabled = self._enabled
+        if enabled:
+            silent = self._silent_motors()
+            if silent and self._stepped and not self._waited_in_vain:
+                silent = self._wait_live()
+                self._waited_in_vain = silent
+            elif not silent:
+                self._waited_in_vain = False
+            if not step:
+                self._silent = silent
         for side, states in enumerate(self.sides):
             sign = self.sense_signs[side]
             self._volts[side] = [state.motor_voltage * sign if enabled else 0.0 for state in states]
-            if (
-                not step
-                and enabled
-                and states[0].motor_voltage == 0.0
-                and self._demand(side) > SILENT_DEMAND_V
-            ):
-                self._silent = True
         return self._volts[0], self._volts[1]
+
+    def _silent_motors(self) -> bool:
+        """Whether a motor applies exactly 0 V where it should drive: a leader asked for more
+        than SILENT_DEMAND_V, or a follower whose leader applies more than that."""
+        for side, (leader, follower) in enumerate(self.sides):
+            volts = leader.motor_voltage
+            if volts == 0.0 and self._demand(side) > SILENT_DEMAND_V:
+                return True
+            if follower.motor_voltage == 0.0 and abs(volts) > SILENT_DEMAND_V:
+                return True
+        return False
+
+    def _wait_live(self) -> bool:
+        """With simulated time held, wait up to LIVE_WAIT_S of wall time for silent motors to
+        apply their requests; whether one is silent still. A machine that held this process (or
+        starved Phoenix 6's threads) for longer than the firmware's timeouts leaves the firmware
+        neutral until its next frames arrive: wall time the robot's code never saw, which the
+        chassis must not see either."""
+        unmanaged.feed_enable(ENABLE_FEED_S)  # a hold longer than the last feed disabled them
+        start = time.monotonic()
+        silent = True
+        while silent and time.monotonic() - start < LIVE_WAIT_S:
+            time.sleep(0.001)
+            silent = self._silent_motors()
+        self.pacer.slip(time.monotonic() - start)
+        self.live_waits += not silent
+        return silent
 
     def sense(self, chassis: Chassis, now_s: float) -> None:
         self._now = now_s

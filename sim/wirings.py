@@ -65,6 +65,13 @@ class Devices(abc.ABC):
     def report(self, chassis: Chassis, vbus: float) -> None:
         """Write what the robot's code reads next tick."""
 
+    @property
+    def holds(self) -> int:
+        """Times the machine held this process while devices that run on the wall clock were
+        stepped: their firmware saw wall time the simulated chassis did not (none for devices
+        that run on the simulated clock)."""
+        return 0
+
     def end(self) -> None:  # noqa: B027 (a hook: most devices run on the simulated clock alone)
         """The tick's physics is done (a device that runs on its own clock waits for it here)."""
 

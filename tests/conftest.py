@@ -394,6 +394,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = longest_first(items, config.pluginmanager.get_plugin("bcnp-timings"))
 
 
+class HeldMachine(Exception):
+    """A test of devices that run on the wall clock (CTRE's firmware) failed after the machine
+    held its process: the firmware saw wall time the simulated chassis did not, and what failed
+    may be the hold's. A test module that judges such devices reruns on it (``flaky``'s
+    ``only_rerun``); a failure on a run never held fails at once."""
+
+
+def _holds(item: pytest.Item) -> int:
+    """How many times the machine held the simulated devices of ``item``'s robot (0 without one)."""
+    truth = getattr(item, "funcargs", {}).get("truth")
+    try:
+        return int(truth.engine.devices.holds) if truth is not None else 0
+    except (AssertionError, RuntimeError, AttributeError):  # no robot, or no physics yet
+        return 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    except AssertionError as failure:
+        holds = _holds(item)
+        if holds:
+            raise HeldMachine(
+                f"the machine held this test's process {holds} time(s) while its devices ran on "
+                f"the wall clock: {failure}"
+            ) from failure
+        raise
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Once a failure is reported, its traceback's frames let go of their locals. A failed
