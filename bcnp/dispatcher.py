@@ -56,6 +56,10 @@ class Dispatcher:
         self._now = 0.0
         self.last_receive_time: float | None = None
         self.packets_received = 0
+        #: Packets whose handler has returned (or raised), or that had none: another thread that
+        #: waits for a packet to be queued waits on this, never on ``packets_received``, which
+        #: counts a packet before its handler runs.
+        self.packets_done = 0
         self.unhandled_packets = 0
         self.parser = StreamParser(
             schema,
@@ -123,8 +127,12 @@ class Dispatcher:
         handler = self._handlers.get(packet.type_id)
         if handler is None:
             self.unhandled_packets += 1
+            self.packets_done += 1
             return
-        handler(packet, now)
+        try:
+            handler(packet, now)
+        finally:
+            self.packets_done += 1
 
     def _on_packet(self, packet: PacketView) -> None:
         self.dispatch(packet, self._now)

@@ -211,7 +211,7 @@ def stepper(sim: Sim, client: Client) -> object:
         want = sim.link.telemetry.packets - base_robot
         wait_until(lambda: client.link.telemetry_packets - base_client >= want, what="telemetry to arrive")
 
-    return stepping_sleep(client, lambda: sim.link.dispatcher.packets_received, tick)
+    return stepping_sleep(client, lambda: sim.link.dispatcher.packets_done, tick)
 
 
 def truth() -> tuple[float, float, float]:
@@ -311,7 +311,7 @@ def test_follow_rides_through_a_lost_link_and_finishes_the_path_late(sim: Sim) -
     host.send = send  # type: ignore[method-assign]
     host.keepalive = lambda: None if dark() else real_keepalive()  # type: ignore[method-assign]
     started = now()
-    received = lambda: sim.link.dispatcher.packets_received  # noqa: E731
+    received = lambda: sim.link.dispatcher.packets_done  # noqa: E731
     link = {"generation": host.status().generation, "base": host.link.packets_sent - received()}
 
     def sleep(seconds: float) -> None:

@@ -76,7 +76,7 @@ def run_replay(robot: Robot, client: Client, commands: list[PathCommand], **kwar
         robot.clock.advance(seconds)
         robot.tick()
 
-    sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_received, tick)
+    sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_done, tick)
     replay = Replay(client, commands, clock=robot.clock, sleep=sleep, **kwargs)  # type: ignore[arg-type]
     replay.run()
     return replay
@@ -170,7 +170,7 @@ def test_after_a_drop_the_replay_resumes_on_the_host_clock_and_nothing_runs_late
             if ticks % 2 == 0 and client.connected:
                 client.keepalive()  # the client's own keepalives run on wall time
             wait_until(
-                lambda: robot.dispatcher.packets_received + refused >= client.link.packets_sent,
+                lambda: robot.dispatcher.packets_done + refused >= client.link.packets_sent,
                 what="sends to arrive",
             )
             if ticks == 40:  # 0.8 s in: the link goes; TCP holds what the host sends meanwhile
@@ -249,7 +249,7 @@ def test_a_step_decided_on_a_connection_sends_nothing_on_the_next(schema: bcnp.S
 
     try:
         with RacedClient(schema, "127.0.0.1", server.port, keepalive_interval=None) as client:
-            sleep = stepping_sleep(client, lambda: dispatcher.packets_received, clock.advance)
+            sleep = stepping_sleep(client, lambda: dispatcher.packets_done, clock.advance)
             replay = Replay(client, commands, clock=clock, sleep=sleep)
             replay.run()
     finally:
@@ -285,7 +285,7 @@ def test_a_robot_that_falls_silent_just_before_the_paths_end_fails_the_replay(
                 heard += 1
                 wait_until(lambda: client.link.telemetry_packets >= heard, what="telemetry to arrive")
 
-        sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_received, tick)
+        sleep = stepping_sleep(client, lambda: robot.dispatcher.packets_done, tick)
         replay = Replay(client, commands, clock=robot.clock, sleep=sleep)
         with pytest.raises(
             LinkClosedError, match=r"the path ended with the link to 127\.0\.0\.1:\d+ down"

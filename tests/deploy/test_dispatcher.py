@@ -33,6 +33,23 @@ def test_register_routes_by_type_with_receive_time(schema: bcnp.Schema) -> None:
     assert d.packets_received == 3 and d.last_receive_time == 3.52
 
 
+def test_a_packet_is_done_once_its_handler_returned_or_raised_or_it_had_none(schema: bcnp.Schema) -> None:
+    """``packets_done`` is what another thread waits on for a packet to be queued: it counts a
+    packet after its handler, where ``packets_received`` counts it before."""
+    d = bcnp.Dispatcher(schema)
+    during: list[tuple[int, int]] = []
+
+    def handler(packet: bcnp.PacketView, now: float) -> None:
+        during.append((d.packets_received, d.packets_done))
+        if len(during) == 2:
+            raise ValueError("a handler's bug")
+
+    d.register("DriveCmd", handler)
+    d.push(drive(schema, (1, 0, 20)) + drive(schema, (1, 0, 20)) + telemetry(schema), 1.0)
+    assert during == [(1, 0), (2, 1)]
+    assert (d.packets_received, d.packets_done, d.unhandled_packets, d.handler_errors) == (3, 3, 1, 1)
+
+
 def test_register_by_spec_and_unregister(schema: bcnp.Schema, test_schema: bcnp.Schema) -> None:
     d = bcnp.Dispatcher(schema)
     got: list[int] = []

@@ -28,7 +28,7 @@ import constants
 import physics
 from bcnp.host.link.client import Client, ReconnectPolicy, SchemaMismatchError
 from benchmarks.harness.ports import free_port
-from messages import DRIVE_CMD_SPEC, DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
+from messages import DRIVETRAIN_TELEMETRY_SPEC, SCHEMA, DriveCmd
 from subsystems.drivetrain.kitbot import KitbotIO
 
 TICK = 0.02
@@ -39,7 +39,6 @@ class Sim:
 
     def __init__(self, robot: object) -> None:
         self.robot = robot
-        self._count: list[int] | None = None
 
     @property
     def link(self):  # type: ignore[no-untyped-def]
@@ -89,22 +88,10 @@ class Sim:
         wait_until(lambda: self.handled() > before, what="the packet to arrive", first_poll=0.0001)
 
     def handled(self) -> int:
-        """How many packets the robot's dispatcher is done with: commands its link queued (or
-        refused), packets of types it has no handler for. Its own count, ``packets_received``, goes
-        up before it calls the handler: a wait that ended on it, and the tick after it, could run
-        before the packet was queued."""
-        if self._count is None:
-            count, handle = [0], self.link.handle_packet
-
-            def counted(packet: bcnp.PacketView, now: float) -> None:
-                try:
-                    handle(packet, now)
-                finally:
-                    count[0] += 1
-
-            self.link.dispatcher.register(DRIVE_CMD_SPEC, counted)  # the robot's only handler
-            self._count = count
-        return self._count[0] + self.link.dispatcher.unhandled_packets  # type: ignore[no-any-return]
+        """How many packets the robot's dispatcher is done with (``packets_done``: its
+        ``packets_received`` goes up before the handler queues the packet, so a tick right after
+        a wait on it could run before the packet was queued)."""
+        return self.link.dispatcher.packets_done  # type: ignore[no-any-return]
 
     # -- what the robot shows ---------------------------------------------------------------------
 
