@@ -3,7 +3,7 @@
     python -m benchmarks.on_target [--json PATH] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax,talonfx] [--disturbance none,weak,scrub,sag,mass,all]
         [--device ideal,documented] [--delay-ms 0[,50,100,150]] [--paths arc-left,arc-right,figure8]
-        [--modes open,follow[,follow-wheels]] [--links clean[,drop]]
+        [--modes open,follow[,follow-wheels]] [--links clean[,drop]] [--repeat N]
 
 For each wiring (``BCNP_DRIVETRAIN``, :data:`WIRINGS`) x disturbance (``sim.settings.Disturbances``,
 :data:`DISTURBANCES`) x device models (``BCNP_SIM_DEVICE``: ``ideal``, exact sensors read at
@@ -31,7 +31,10 @@ host only streams the commands. The path each is judged against is where the rob
 limits let it drive the commands (:func:`bcnp.paths.from_commands`, the trajectory
 ``--follow`` follows too). Each case on a clean link, and with ``--links clean,drop`` also
 through a 1 s drop of the BCNP link (a partition in the fault proxy, :data:`DROP_S`) when
-the path's time reaches half its length.
+the path's time reaches half its length. ``--repeat N`` drives each case N times in its
+simulator, one after the other: the table shows the first run, and a spread table after it
+each case's end errors over the runs and its spread (the largest distance between two runs'
+end positions, each relative to where its run began).
 
 Truth is the simulator's own pose (``/SmartDashboard/Field/Robot``, the physics
 model, over NetworkTables, :class:`benchmarks.harness.truth.FieldPose`), relative to where
@@ -167,6 +170,13 @@ class Case:
     outages: int = 0
     error: str | None = None
     driven: Path2D = field(default_factory=lambda: ([], []), repr=False)
+    run: int = 0  # which of --repeat's runs
+
+    @property
+    def end_xy(self) -> tuple[float, float] | None:
+        """Where the robot ended, relative to where the run began (None: nothing driven)."""
+        xs, ys = self.driven
+        return (xs[-1], ys[-1]) if xs else None
 
     @property
     def name(self) -> str:
@@ -219,6 +229,7 @@ class Case:
             "max_deviation_m": round(self.max_deviation_m, 4),
             "seconds": round(self.seconds, 2),
             "outages": self.outages,
+            "run": self.run,
             "error": self.error,
             "misses": self.misses(),
         }
@@ -391,6 +402,31 @@ def table(cases: Sequence[Case]) -> str:
     return "\n".join(lines)
 
 
+def spreads(cases: Sequence[Case]) -> dict[str, tuple[int, float, float, float]]:
+    """Each case driven more than once: its runs, its smallest and largest end error (m) and
+    its spread (m: the largest distance between two runs' end positions)."""
+    runs: dict[str, list[Case]] = {}
+    for case in cases:
+        if case.end_xy is not None and not case.error:
+            runs.setdefault(case.name, []).append(case)
+    out = {}
+    for name, same in runs.items():
+        if len(same) < 2:
+            continue
+        ends = [c.end_xy for c in same if c.end_xy is not None]
+        spread = max(math.dist(a, b) for a in ends for b in ends)
+        errors = [c.end_m for c in same]
+        out[name] = (len(same), min(errors), max(errors), spread)
+    return out
+
+
+def spread_table(cases: Sequence[Case]) -> str:
+    lines = ["| case | runs | end error, least to most (m) | spread (m) |", "|---|---|---|---|"]
+    for name, (runs, least, most, spread) in spreads(cases).items():
+        lines.append(f"| {name} | {runs} | {least:.3f} to {most:.3f} | {spread:.3f} |")
+    return "\n".join(lines)
+
+
 def targets_text() -> str:
     lines = ["Targets (open loop on a clean link, the 4 s arcs, every wiring; not a pass/fail):"]
     for name, (metres, radians) in TARGETS.items():
@@ -506,6 +542,12 @@ def _delays(text: str) -> list[int]:
     return delays
 
 
+def _runs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 20:
+        raise argparse.ArgumentTypeError(f"--repeat: expected a whole number of runs in 1..20, got {text!r}")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="How well the robot drives what it is commanded when the simulated drivetrain "
@@ -531,6 +573,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             default=list(default),
             help=f"comma-separated, of {','.join(choices)} (default {','.join(default)})",
         )
+    parser.add_argument(
+        "--repeat",
+        type=_runs,
+        default=1,
+        help="drive each case this many times, one after the other in its simulator, and print "
+        "each case's spread (default 1)",
+    )
     parser.add_argument(
         "--delay-ms",
         type=_delays,
@@ -561,7 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for device in devices:
                     for delay_ms in args.delay_ms:
                         mine = [
-                            Case(wiring, disturbance, device, delay_ms, path, mode, link)
+                            Case(wiring, disturbance, device, delay_ms, path, mode, link, run=run)
+                            for run in range(args.repeat)
                             for link in args.links
                             for path in args.paths
                             for mode in args.modes
@@ -585,14 +635,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = " ".join(f"{k}={v}" for k, v in disturbance_env(name).items())
         print(f"  {name:<6} {DESCRIPTIONS[name]}" + (f" ({env})" if env else ""))
     print("Each cell: end position error (m) / end heading error (rad) / largest deviation from the path (m)")
-    print(table(cases))
+    first = [c for c in cases if c.run == 0]
+    print(table(first))
+    if args.repeat > 1:
+        print(f"Spread over {args.repeat} runs of each case:")
+        print(spread_table(cases))
     print(targets_text())
-    misses = [f"{c.name}: {', '.join(c.misses())}" for c in cases if c.misses()]
+    runs = (lambda c: f" (run {c.run + 1})") if args.repeat > 1 else (lambda c: "")
+    misses = [f"{c.name}{runs(c)}: {', '.join(c.misses())}" for c in cases if c.misses()]
     if misses:
         print("Off target (✗):")
         for miss in misses:
             print(f"  {miss}")
-    worse = worse_than_open_loop(cases)
+    worse = worse_than_open_loop(first)
     if worse:
         print("--follow further off than open loop:")
         for line in worse:
@@ -610,13 +665,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "disturbances": {d: DISTURBANCES[d] for d in args.disturbance},
                 "targets": {d: {"end_m": m, "end_rad": r} for d, (m, r) in TARGETS.items()},
                 "cases": [c.report() for c in cases],
+                "spreads": {
+                    name: {"runs": n, "least_m": round(a, 4), "most_m": round(b, 4), "spread_m": round(d, 4)}
+                    for name, (n, a, b, d) in spreads(cases).items()
+                },
                 "worse_than_open_loop": worse,
                 "errors": errors,
             },
             args.json,
         )
     if not args.no_image:
-        draw(cases, args.image, f"End position error per case, headless sim, {date}, commit {measured_at}")
+        draw(first, args.image, f"End position error per case, headless sim, {date}, commit {measured_at}")
         log(f"figure: {args.image}")
     return 1 if errors else 0
 
