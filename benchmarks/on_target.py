@@ -2,7 +2,8 @@
 
     python -m benchmarks.on_target [--json PATH] [--image PNG | --no-image]
         [--wiring kitbot,sparkmax,talonfx] [--disturbance none,weak,scrub,sag,mass,all]
-        [--device ideal,documented] [--delay-ms 0[,50,100,150]] [--paths arc-left,arc-right,figure8]
+        [--device ideal,documented] [--delay-ms 0[,50,100,150]]
+        [--paths arc-left,arc-right,figure8[,s-curve]]
         [--modes open,follow[,follow-wheels]] [--links clean[,drop]] [--repeat N]
 
 For each wiring (``BCNP_DRIVETRAIN``, :data:`WIRINGS`) x disturbance (``sim.settings.Disturbances``,
@@ -21,6 +22,8 @@ after the other, pausing between them:
   (3.3 m), turning 0.8 rad/s per m/s (2.64 rad);
 * ``arc-right``: the same turning right;
 * ``figure8``: ``paths/figure8.csv`` (12.6 s);
+* ``s-curve`` (only when asked): ``paths/s_curve.path``, PathPlanner's, 4.6 s, as ``replay``
+  turns it into commands;
 
 each open loop (:class:`~bcnp.host.sessions.replay.Replay`) and closed loop as well
 (:class:`~bcnp.host.sessions.follow.Follower`, ``replay --follow``) beside it: ``follow`` on the
@@ -83,6 +86,7 @@ from sim import settings as sim_settings
 
 IMAGE = ROOT / "docs" / "images" / "on-target.png"
 FIGURE8 = ROOT / "paths" / "figure8.csv"
+S_CURVE = ROOT / "paths" / "s_curve.path"
 
 WIRINGS = wirings()  # kitbot, sparkmax, talonfx
 DEVICES = sim_settings.DEVICE_MODES[::-1]  # ideal, documented
@@ -115,7 +119,10 @@ def arc(turn: float) -> list[PathCommand]:
     return commands
 
 
-PATHS = ("arc-left", "arc-right", "figure8")
+#: ``s-curve``: ``paths/s_curve.path`` (PathPlanner, 4.6 s), its commands as ``replay`` makes
+#: them; driven only when asked (a path no gain was tuned on).
+PATHS = ("arc-left", "arc-right", "figure8", "s-curve")
+DEFAULT_PATHS = PATHS[:3]
 #: Each disturbance: the Disturbances fields it sets (DISTURBANCE_ENV names their variables).
 DISTURBANCES: dict[str, dict[str, float]] = {
     "none": {},
@@ -242,6 +249,8 @@ def commands_of(path: str) -> list[PathCommand]:
         return arc(-ARC_OMEGA_RADPS)
     if path == "figure8":
         return load_path(FIGURE8)
+    if path == "s-curve":
+        return load_path(S_CURVE, DriveLimits.from_constants(constants))
     raise ValueError(f"unknown path {path!r}")
 
 
@@ -564,7 +573,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--modes": MODES,
         "--links": LINKS,
     }
-    defaults: dict[str, Sequence[str]] = {"--modes": DEFAULT_MODES, "--links": ("clean",)}
+    defaults: dict[str, Sequence[str]] = {
+        "--modes": DEFAULT_MODES,
+        "--links": ("clean",),
+        "--paths": DEFAULT_PATHS,
+    }
     for flag, choices in subsets.items():
         default = defaults.get(flag, choices)
         parser.add_argument(
