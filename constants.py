@@ -214,7 +214,8 @@ DRIVE_AGAINST_S = 0.08
 #: The chassis spinning where its wheels say it goes straight (a side driven backward with its
 #: encoder, as a wrong SPARKMAX_RIGHT_INVERTED does; or a gyro reporting a turn that is not
 #: there) stops the drivetrain until the next enable too: the gyro beyond SPIN_CHECK_MIN_RADPS,
-#: the wheels' rate within SPIN_CHECK_WHEEL_SHARE of it either way, for SPIN_CHECK_S.
+#: the wheels' rate (from their positions: a late speed reading would look like a spin) within
+#: SPIN_CHECK_WHEEL_SHARE of it either way, for SPIN_CHECK_S.
 SPIN_CHECK_MIN_RADPS = 1.0
 SPIN_CHECK_WHEEL_SHARE = 0.3
 SPIN_CHECK_S = 0.1
@@ -304,6 +305,9 @@ PREFLIGHT_MIN_TRAVEL_M = 0.02
 PREFLIGHT_MIN_TURN_RAD = 0.05
 #: A follower follows when its applied output is within this share of its leader's (and 0.02).
 PREFLIGHT_FOLLOWER_TOLERANCE = 0.2
+#: The wheels' speed may read this much later than the wiring's configured velocity filter says
+#: (s) before the check fails it: the CAN frames' periods and the roboRIO's loop add some.
+PREFLIGHT_LAG_MARGIN_S = 0.04
 
 
 def drivetrain_wiring() -> str:

@@ -17,7 +17,14 @@ after each, and judges:
   a whole step in which the wheels turned the chassis is frozen (a live gyro always moves then);
 * ``Followers``: each follower's applied output has its leader's sign and size, as its
   configuration relates them (the drivetrain's inputs); the kitbot has none;
-* ``Config``: every CAN controller took its configuration (the inputs' ``config_results``).
+* ``Config``: every CAN controller took its configuration (the inputs' ``config_results``);
+* ``VelocityLag``: how late each wheel's speed reading is against the speed its position gives
+  (positions reach the roboRIO without the velocity measurement's filter), over every step a
+  side drove and its pause: the lag that best fits, 0 to 250 ms, beside the delay the wiring's
+  configured filter gives (``DrivetrainIO.velocity_filter``). More than
+  ``PREFLIGHT_LAG_MARGIN_S`` beyond it fails: the configuration did not take, or a status frame
+  comes slowly. The wheel loops hold the distance with a late speed, less tightly (docs/robot.md,
+  "A late velocity").
 
 Each item is ``PASS``, ``FAIL``, ``N/A``, ``ON BLOCKS`` or ``NOT JUDGED``, with a short why,
 on SmartDashboard (``Preflight/<item>``, and ``Preflight/Result``) and in the data log (the
@@ -28,6 +35,7 @@ the check refuses to drive while the field's FMS is connected.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -41,18 +49,23 @@ from autonomous import FieldGuard, Mode
 
 if TYPE_CHECKING:
     from subsystems.drivetrain.drivetrain import Drivetrain
-    from subsystems.drivetrain.io import ConfigResult
+    from subsystems.drivetrain.io import ConfigResult, VelocityFilter
     from subsystems.link.bcnp_link import BcnpLink
 
 PREFIX = "Preflight/"
 #: The items, in the order they are reported; then the overall ``Result``.
-ITEMS = ("LeftEncoder", "RightEncoder", "Gyro", "Followers", "Config")
+ITEMS = ("LeftEncoder", "RightEncoder", "Gyro", "Followers", "Config", "VelocityLag")
 RESULT = "Result"
 PASS, FAIL, NA, ON_BLOCKS, NOT_JUDGED = "PASS", "FAIL", "N/A", "ON BLOCKS", "NOT JUDGED"
 RUNNING = "RUNNING"
 #: The follower's output is sampled this far into a step: the leader has taken the command
 #: and reported its output once.
 FOLLOWER_SETTLE_S = 0.04
+#: The velocity lags tried (s): every LAG_STEP_S up to LAG_MAX_S.
+LAG_STEP_S = 0.005
+LAG_MAX_S = 0.25
+#: A lag is judged only where the speed the positions give changed by at least this (m/s).
+LAG_MIN_SPEED_CHANGE_MPS = 0.2
 
 log = logging.getLogger("autonomous")
 
@@ -78,6 +91,8 @@ class Step:
     #: same output, -1 the opposite), the last reading of each side while it drove, wirings with
     #: followers only.
     followers: dict[str, tuple[str, float, float, int]] = field(default_factory=dict)
+    #: Each driven side's (time, position, velocity) every tick, driving and pausing.
+    speeds: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
 
     def travel(self, side: int) -> float:
         return self.left_m if side == 0 else self.right_m
@@ -231,6 +246,61 @@ def judge_config(results: tuple[ConfigResult, ...] | None) -> Verdict:
     return PASS, f"{len(results)} controllers took their configuration"
 
 
+def _speed_at(speeds: list[tuple[float, float]], t: float) -> float | None:
+    """The speed the positions give at ``t``, interpolated; None outside them."""
+    if not speeds or not speeds[0][0] <= t <= speeds[-1][0]:
+        return None
+    for (t0, s0), (t1, s1) in itertools.pairwise(speeds):
+        if t <= t1:
+            return s0 + (s1 - s0) * (t - t0) / (t1 - t0)
+    return speeds[-1][1]
+
+
+def velocity_lag(series: list[list[tuple[float, float, float]]]) -> float | None:
+    """The lag (s) by which velocity readings best follow the speed their positions give, over
+    ``series`` of (time, position, velocity) samples; None where the speed hardly changed."""
+    derived: list[list[tuple[float, float]]] = []
+    for samples in series:
+        speeds = [
+            ((t0 + t1) / 2, (p1 - p0) / (t1 - t0))
+            for (t0, p0, _), (t1, p1, _) in itertools.pairwise(samples)
+            if t1 > t0
+        ]
+        if speeds and max(s for _, s in speeds) - min(s for _, s in speeds) >= LAG_MIN_SPEED_CHANGE_MPS:
+            derived.append(speeds)
+        else:
+            derived.append([])
+    if not any(derived):
+        return None
+    best: tuple[float, float] | None = None
+    for step in range(round(LAG_MAX_S / LAG_STEP_S) + 1):
+        lag = step * LAG_STEP_S
+        error, count = 0.0, 0
+        for samples, speeds in zip(series, derived, strict=True):
+            for t, _, velocity in samples:
+                speed = _speed_at(speeds, t - lag)
+                if speed is not None:
+                    error += (velocity - speed) ** 2
+                    count += 1
+        if count >= 10 and (best is None or error / count < best[1]):
+            best = (lag, error / count)
+    return None if best is None else best[0]
+
+
+def judge_velocity_lag(lag_s: float | None, configured: VelocityFilter) -> Verdict:
+    """The measured lag against the configured filter's delay."""
+    expected = f"its configured filter ({configured.what}) gives {configured.delay_s * 1000:.0f} ms"
+    if lag_s is None:
+        return NOT_JUDGED, f"the wheels' speed hardly changed: no lag to measure; {expected}"
+    measured = f"the wheel speed reads {lag_s * 1000:.0f} ms behind the position"
+    if lag_s <= configured.delay_s + constants.PREFLIGHT_LAG_MARGIN_S:
+        return PASS, f"{measured}; {expected}"
+    return FAIL, (
+        f"{measured}, where {expected}: the configuration did not take (Network/ConfigErrors) or a "
+        "status frame comes slowly. The loops hold the distance, less tightly (docs: A late velocity)"
+    )
+
+
 def overall(verdicts: dict[str, Verdict], interlock: str = "") -> Verdict:
     stopped = f"; the drivetrain's interlock stopped the check: {interlock}" if interlock else ""
     failed = [item for item, (result, _) in verdicts.items() if result == FAIL]
@@ -294,6 +364,7 @@ class PreflightCheck(Mode):
             self._begin(drivetrain, now)
         self._watch_gyro(drivetrain)
         step = self._steps[self._index]
+        self._sample_speeds(drivetrain, step, now)
         elapsed = now - self._phase_start
         if self._driving:
             positions = drivetrain.wheel_positions()
@@ -349,6 +420,18 @@ class PreflightCheck(Mode):
         if heading is not None and heading.radians() != self._heading:
             self._steps[self._index].gyro_still = False
 
+    @staticmethod
+    def _sample_speeds(drivetrain: Drivetrain, step: Step, now: float) -> None:
+        inputs = drivetrain.inputs
+        for side, volts in enumerate(step.volts):
+            if volts:
+                position, velocity = (
+                    (inputs.left_position_m, inputs.left_velocity_mps)
+                    if side == 0
+                    else (inputs.right_position_m, inputs.right_velocity_mps)
+                )
+                step.speeds.setdefault(side, []).append((now, position, velocity))
+
     def _close(self, drivetrain: Drivetrain, step: Step) -> None:
         left, right = drivetrain.wheel_positions()
         step.left_m, step.right_m = left - self._from[0], right - self._from[1]
@@ -393,6 +476,10 @@ class PreflightCheck(Mode):
             "Gyro": judge_gyro(measured, encoders, drivetrain.track_width),
             "Followers": judge_followers(followers),
             "Config": judge_config(inputs.config_results),
+            "VelocityLag": judge_velocity_lag(
+                velocity_lag([samples for step in measured for samples in step.speeds.values()]),
+                drivetrain.io.velocity_filter(),
+            ),
         }
         for item, verdict in self.verdicts.items():
             self._publish(item, verdict)

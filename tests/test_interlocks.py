@@ -22,7 +22,7 @@ from wpimath.geometry import Pose2d, Rotation2d
 import constants
 from subsystems.drivetrain import checks as drive_checks
 from subsystems.drivetrain.drivetrain import Drivetrain
-from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO
+from subsystems.drivetrain.io import DrivetrainInputs, DrivetrainIO, VelocityFilter
 from subsystems.drivetrain.kitbot import KitbotIO
 from subsystems.drivetrain.sparkmax import SparkMaxIO
 
@@ -375,6 +375,9 @@ class StaleAtStart(DrivetrainIO):
     def reset_loops(self) -> None: ...
     def outputs(self) -> tuple[float, float]:
         return 0.0, 0.0
+
+    def velocity_filter(self) -> VelocityFilter:
+        return VelocityFilter("none", 0.0)
 
     def watchdogs(self) -> tuple[()]:
         return ()

@@ -9,6 +9,8 @@ simulator cannot stage) is checked on the judging functions alone. Simulated tim
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -29,8 +31,22 @@ MODE = "Pre-flight check"
 CHECK_S = 3 * (constants.PREFLIGHT_STEP_S + constants.PREFLIGHT_PAUSE_S) + 2 * TICK
 #: What each item is with no fault, per wiring.
 HEALTHY = {
-    "kitbot": {"LeftEncoder": PASS, "RightEncoder": PASS, "Gyro": PASS, "Followers": NA, "Config": NA},
-    "sparkmax": {"LeftEncoder": PASS, "RightEncoder": PASS, "Gyro": PASS, "Followers": PASS, "Config": PASS},
+    "kitbot": {
+        "LeftEncoder": PASS,
+        "RightEncoder": PASS,
+        "Gyro": PASS,
+        "Followers": NA,
+        "Config": NA,
+        "VelocityLag": PASS,
+    },
+    "sparkmax": {
+        "LeftEncoder": PASS,
+        "RightEncoder": PASS,
+        "Gyro": PASS,
+        "Followers": PASS,
+        "Config": PASS,
+        "VelocityLag": PASS,
+    },
 }
 NO_FOLLOWER_OUTPUT = (
     "the simulator does not write the SPARK MAX followers' applied output (sim/wirings.py "
@@ -172,6 +188,58 @@ def test_a_gyro_that_freezes_fails_the_gyro_item_as_frozen(sim: Sim, request: py
     run_check(sim, request)
     expect_only(sim, "Gyro")
     assert texts()["Gyro"].startswith("FAIL: frozen")
+
+
+def measured_lag_ms() -> float:
+    """The lag the ``VelocityLag`` item measured (ms), from its text."""
+    found = re.search(r"reads (\d+) ms behind", texts()["VelocityLag"])
+    assert found, texts()["VelocityLag"]
+    return float(found.group(1))
+
+
+def test_the_velocity_lag_measured_is_the_configured_filters(
+    sim: Sim, request: pytest.FixtureRequest
+) -> None:
+    """No extra delay: the lag measured is within 25 ms of what the configured filter gives (the
+    SPARK MAX's 9.5 ms, the kitbot's FPGA rate none), and the item says both."""
+    run_check(sim, request)
+    configured = sim.drivetrain.io.velocity_filter()
+    assert results()["VelocityLag"] == PASS, texts()["VelocityLag"]
+    assert abs(measured_lag_ms() - configured.delay_s * 1000) <= 25, texts()["VelocityLag"]
+    assert configured.what in texts()["VelocityLag"]
+
+
+@pytest.mark.parametrize("fault", [f"{settings.VELOCITY_DELAY_MS}=150"], indirect=True)
+def test_a_velocity_150_ms_late_fails_the_lag_item_with_the_lag_it_measured(
+    sim: Sim, request: pytest.FixtureRequest
+) -> None:
+    """What a SPARK MAX whose configuration did not take measures with (REV's defaults: 81.5 ms,
+    a NEO's 112 ms), and more: the item fails alone, naming the lag (150 ms and the filter's)."""
+    run_check(sim, request)
+    expect_only(sim, "VelocityLag")
+    configured = sim.drivetrain.io.velocity_filter().delay_s * 1000
+    assert 150 + configured - 25 <= measured_lag_ms() <= 150 + configured + 25, texts()["VelocityLag"]
+
+
+def test_the_lag_that_fits_a_late_speed_is_its_lateness() -> None:
+    """A speed rising and falling as a chassis does (time constant 0.15 s), read 0, 60 or 120 ms
+    late at 50 Hz: the lag found is within 5 ms of it; a speed that never changes has none."""
+    tau = 0.15
+
+    def speed(t: float) -> float:
+        rise = 1 - math.exp(-max(t, 0.0) / tau)
+        fall = math.exp(-max(t - 0.5, 0.0) / tau)
+        return rise * fall
+
+    def position(t: float) -> float:  # the integral of speed, numerically (1 ms steps)
+        steps = round(t / 0.001)
+        return sum(speed((i + 0.5) * 0.001) for i in range(steps)) * 0.001
+
+    for late in (0.0, 0.06, 0.12):
+        samples = [(k * TICK, position(k * TICK), speed(k * TICK - late)) for k in range(40)]
+        found = preflight.velocity_lag([samples])
+        assert found is not None and abs(found - late) <= 0.005, (late, found)
+    assert preflight.velocity_lag([[(k * TICK, 0.3 * k * TICK, 0.3) for k in range(40)]]) is None
 
 
 def test_followers_follow(sim: Sim, request: pytest.FixtureRequest) -> None:

@@ -79,7 +79,14 @@ STAGED = {
 }
 #: The pre-flight check's items with no fault: the TalonFX has followers and configures its
 #: controllers, as the SPARK MAX does.
-HEALTHY = {"LeftEncoder": PASS, "RightEncoder": PASS, "Gyro": PASS, "Followers": PASS, "Config": PASS}
+HEALTHY = {
+    "LeftEncoder": PASS,
+    "RightEncoder": PASS,
+    "Gyro": PASS,
+    "Followers": PASS,
+    "Config": PASS,
+    "VelocityLag": PASS,
+}
 
 
 def _no_enable(timeout_seconds: float) -> None:
@@ -467,8 +474,10 @@ def test_the_preflight_check_passes_every_item_with_no_fault(
         # The gyro judged on the left side's step alone: a failed side says nothing of the turn.
         ("right reversed", "RightEncoder", "Gyro", "left side:"),
         ("gyro freezes", "Gyro", "Gyro", "frozen"),
+        # The rotor velocity handed to the firmware 150 ms late, as SysId would count it.
+        ("velocity late", "VelocityLag", "VelocityLag", "ms behind the position"),
     ],
-    ids=["reversed gyro", "right reversed", "gyro freezes"],
+    ids=["reversed gyro", "right reversed", "gyro freezes", "velocity late"],
     indirect=["fault"],
 )
 def test_each_fault_fails_the_preflight_item_it_fails_on_the_other_wirings(
@@ -485,6 +494,8 @@ def test_each_fault_fails_the_preflight_item_it_fails_on_the_other_wirings(
     assert says in texts()[item], texts()[item]
     if failing == "RightEncoder":
         assert "right side:" not in texts()["Gyro"]
+    if failing == "VelocityLag":
+        assert 125 <= test_preflight.measured_lag_ms() <= 175, texts()[item]
     assert_within_cap(travel)
 
 

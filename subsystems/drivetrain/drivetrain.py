@@ -138,6 +138,7 @@ class Drivetrain:
         #: Each side's speed against its command: a trip stops the drivetrain until the next enable.
         self.side_checks = (SideCheck("left", self.period), SideCheck("right", self.period))
         self.spin_check = SpinCheck(self.period)
+        self._spin_turn = 0.0  # the wheels' turn (rad) at the last side check
         #: Why the drivetrain is stopped until the next enable ("" while it is not).
         self.drive_fault = ""
         self.drive_fault_alert = wpilib.Alert(
@@ -349,8 +350,12 @@ class Drivetrain:
         fault = left.update(commands[0], inputs.left_velocity_mps) or right.update(
             commands[1], inputs.right_velocity_mps
         )
+        # The wheels' turn rate from their positions, which reach the roboRIO without the velocity
+        # filter's delay: with the speed late, a sharp turn's first 100 ms would read as a spin.
+        turn = self._wheel_turn()
+        wheel_rate = (turn - self._spin_turn) / self.period
+        self._spin_turn = turn
         if not fault:
-            wheel_rate = (inputs.right_velocity_mps - inputs.left_velocity_mps) / self.track_width
             fault = self.spin_check.update(inputs.turn_rate_radps, wheel_rate)
         if fault:
             self.drive_fault = fault

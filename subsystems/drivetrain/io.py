@@ -76,6 +76,16 @@ class ConfigResult(NamedTuple):
     ok: bool
 
 
+class VelocityFilter(NamedTuple):
+    """How a wiring measures its wheels' speed, as it configured it."""
+
+    #: What measures it, as a team finds it in its vendor's tool ("SPARK MAX: 16 ms, 4 samples").
+    what: str
+    #: The delay that measurement adds to the speed against the position (s), as WPILib's SysId
+    #: counts it; what the pre-flight check measures is judged against it.
+    delay_s: float
+
+
 @dataclass
 class DrivetrainInputs:
     """Everything the robot's decisions read from the drivetrain's hardware, read once per tick.
@@ -152,6 +162,10 @@ class DrivetrainIO(abc.ABC):
         battery = wpilib.RobotController.getBatteryVoltage()
         left, right = self.outputs()
         return left * battery, right * battery
+
+    @abc.abstractmethod
+    def velocity_filter(self) -> VelocityFilter:
+        """How the wheels' speed is measured, as configured."""
 
     @abc.abstractmethod
     def watchdogs(self) -> Sequence[wpilib.MotorSafety]:

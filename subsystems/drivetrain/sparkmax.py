@@ -20,6 +20,7 @@ from subsystems.drivetrain.io import (
     ConfigResult,
     DrivetrainInputs,
     MotorWatchdog,
+    VelocityFilter,
     wheel_feedback,
     wheel_feedforward,
 )
@@ -166,6 +167,14 @@ class SparkMaxIO(ClosedLoopIO):
 
     def outputs(self) -> tuple[float, float]:
         return self.left_leader.getAppliedOutput(), self.right_leader.getAppliedOutput()
+
+    def velocity_filter(self) -> VelocityFilter:
+        period, depth = constants.SPARKMAX_VELOCITY_PERIOD_MS, constants.SPARKMAX_VELOCITY_AVERAGE_DEPTH
+        # The delay as WPILib's SysId counts REV's filter: half the period plus (depth - 1) / 2 ms.
+        return VelocityFilter(
+            f"SPARK MAX encoder: {period} ms measurement period, average of {depth}",
+            (period / 2 + (depth - 1) / 2) / 1000,
+        )
 
 
 #: The gyros the SPARK MAX wiring can read (``constants.SPARKMAX_GYRO``).

@@ -33,6 +33,7 @@ from subsystems.drivetrain.io import (
     ConfigResult,
     DrivetrainInputs,
     MotorWatchdog,
+    VelocityFilter,
     wheel_feedback,
 )
 
@@ -250,6 +251,11 @@ class TalonFXIO(ClosedLoopIO):
         left, right = self._duty[0], self._duty[2]
         BaseStatusSignal.refresh_all(left, right, report_error=False)
         return left.value, right.value
+
+    def velocity_filter(self) -> VelocityFilter:
+        # Phoenix 6 has no velocity filter to configure (CTRE dropped Phoenix 5's measurement
+        # period and window): the rotor's own velocity, sent in the same frame as its position.
+        return VelocityFilter("TalonFX rotor velocity (Phoenix 6: no filter to set)", 0.0)
 
     def applied_volts(self) -> tuple[float, float]:
         """The leaders' own measure of the voltage they apply (a duty cycle is of the TalonFX's own
