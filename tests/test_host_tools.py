@@ -225,6 +225,22 @@ def test_monitor_once_json_reads_every_network_key(nt_server, capsys: pytest.Cap
     assert snapshot["telemetry"] is None  # no BCNP link open
 
 
+def test_monitor_shows_the_preflight_checks_results_beside_the_network_keys(
+    nt_server, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """What the pre-flight check publishes under Preflight/ reaches the monitor, no NT4 client of
+    one's own needed."""
+    inst, port = nt_server
+    table = publish(inst, connected=False)
+    table.putString("Preflight/Result", "FAIL: VelocityLag")
+    table.putString("Preflight/VelocityLag", "FAIL: the wheel speed reads 155 ms behind the position")
+    assert main(["monitor", "--once", "--json", "--port", str(port)]) == 0
+    keys = json.loads(capsys.readouterr().out)["keys"]
+    assert keys["Preflight/Result"] == "FAIL: VelocityLag" and "Network/CmdVx" in keys
+    assert keys["Preflight/VelocityLag"].startswith("FAIL: the wheel speed reads 155 ms")
+    assert "Other/Ignored" not in keys
+
+
 def test_monitor_measures_the_telemetry_rate_while_a_link_is_open(
     nt_server, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]

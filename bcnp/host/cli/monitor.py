@@ -1,4 +1,5 @@
-"""``monitor``: the robot's ``Network/*`` keys, live or once (NetworkTables)."""
+"""``monitor``: the robot's ``Network/*`` keys and the pre-flight check's ``Preflight/*``, live or
+once (NetworkTables)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ EPILOG_MONITOR = """examples:
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """The ``monitor`` subcommand: live view of the robot's keys."""
     monitor = command_parser(
-        sub, "monitor", "live view of the robot's Network/* keys (NetworkTables)", EPILOG_MONITOR
+        sub,
+        "monitor",
+        "live view of the robot's Network/* keys and pre-flight results (NetworkTables)",
+        EPILOG_MONITOR,
     )
     monitor.add_argument("--host", default="127.0.0.1", help="NetworkTables server (default 127.0.0.1)")
     monitor.add_argument("--team", type=int, help="find the roboRIO of this team number instead of --host")

@@ -22,9 +22,11 @@ from typing import Any
 from ...defaults import NT_PORT, START_SIM
 from .client import new_instance, server_name, start, stop
 
-__all__ = ["NT_PORT", "PREFIX", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
+__all__ = ["NT_PORT", "PREFIX", "PREFIXES", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
 
 PREFIX = "/SmartDashboard/Network/"
+#: What the monitor shows: the link's keys, and the pre-flight check's results.
+PREFIXES = (PREFIX, "/SmartDashboard/Preflight/")
 _SMARTDASHBOARD = "/SmartDashboard/"
 #: Window over which the telemetry rate is measured (seconds).
 RATE_WINDOW = 1.0
@@ -74,7 +76,8 @@ class Snapshot:
 
 
 class Monitor:
-    """An NT4 client (its own ntcore instance) that keeps the latest ``Network/*`` values."""
+    """An NT4 client (its own ntcore instance) that keeps the latest ``Network/*`` and
+    ``Preflight/*`` values."""
 
     def __init__(
         self,
@@ -95,8 +98,9 @@ class Monitor:
         self._samples: deque[tuple[float, float, float]] = deque()
         self._inst = new_instance()
         self._poller = ntcore.NetworkTableListenerPoller(self._inst)
-        self._poller.addListener([PREFIX], ntcore.EventFlags.kValueAll | ntcore.EventFlags.kImmediate)
-        self._subscriber = ntcore.MultiSubscriber(self._inst, [PREFIX], ntcore.PubSubOptions(periodic=0.02))
+        prefixes = list(PREFIXES)
+        self._poller.addListener(prefixes, ntcore.EventFlags.kValueAll | ntcore.EventFlags.kImmediate)
+        self._subscriber = ntcore.MultiSubscriber(self._inst, prefixes, ntcore.PubSubOptions(periodic=0.02))
         start(self._inst, "bcnp-monitor", host, port, team)
 
     def close(self) -> None:
@@ -173,7 +177,8 @@ class Monitor:
         )
 
     def wait_for_keys(self, timeout: float, sleep: Callable[[float], object] = time.sleep) -> None:
-        """Waits until connected and every announced ``Network/*`` topic has a value.
+        """Waits until connected and every announced ``Network/*`` (and ``Preflight/*``) topic has a
+        value.
 
         Raises :class:`NoServerError` naming the server after ``timeout`` seconds.
         """
@@ -181,7 +186,8 @@ class Monitor:
         while True:
             self.poll()
             topics = self._inst.getTopics(PREFIX)
-            if self.nt_connected and topics and len(self.values) >= len(topics):
+            shown = len(topics) + len(self._inst.getTopics(PREFIXES[1]))
+            if self.nt_connected and topics and len(self.values) >= shown:
                 return
             if self.clock() >= deadline:
                 if not self.nt_connected:
