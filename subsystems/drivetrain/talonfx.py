@@ -135,19 +135,21 @@ class TalonFXIO(ClosedLoopIO):
         ):
             follower.set_control(controls.Follower(leader.device_id, signals.MotorAlignmentValue.ALIGNED))
 
+        # The signals, not refreshed here: no frame has come yet, and a refresh would print that
+        # each signal's frame was not received (update_inputs refreshes them every tick).
         left, right = self.left_leader, self.right_leader
-        self._positions = (left.get_position(), right.get_position())
-        self._velocities = (left.get_velocity(), right.get_velocity())
+        self._positions = (left.get_position(False), right.get_position(False))
+        self._velocities = (left.get_velocity(False), right.get_velocity(False))
         fast: list[BaseStatusSignal] = [*self._positions, *self._velocities]
         self._yaw = self._rate = None
         if self.pigeon is not None:
-            self._yaw = self.pigeon.get_yaw()
-            self._rate = self.pigeon.get_angular_velocity_z_world()
+            self._yaw = self.pigeon.get_yaw(False)
+            self._rate = self.pigeon.get_angular_velocity_z_world(False)
             fast += [self._yaw, self._rate]
-        self._duty = tuple(talon.get_duty_cycle() for talon in self.controllers)
-        self._motor_volts = (left.get_motor_voltage(), right.get_motor_voltage())
-        self._currents = tuple(talon.get_stator_current() for talon in self.controllers)
-        self._fault_fields = tuple(talon.get_fault_field() for talon in self.controllers)
+        self._duty = tuple(talon.get_duty_cycle(False) for talon in self.controllers)
+        self._motor_volts = (left.get_motor_voltage(False), right.get_motor_voltage(False))
+        self._currents = tuple(talon.get_stator_current(False) for talon in self.controllers)
+        self._fault_fields = tuple(talon.get_fault_field(False) for talon in self.controllers)
         slow: list[BaseStatusSignal] = [*self._duty, *self._motor_volts, *self._currents, *self._fault_fields]
         self._fast, self._slow = fast, slow
         BaseStatusSignal.set_update_frequency_for_all(constants.TALONFX_FAST_SIGNALS_HZ, *fast)
