@@ -1,4 +1,10 @@
-"""BCNP (Batched Command Network Protocol) 3.2 — the robot side, in Python.
+"""BCNP (Batched Command Network Protocol) 3.2 in Python: both ends of the link.
+
+This package is the protocol and what speaks it, never the robot program itself (``robot.py``,
+``subsystems/``, ``autonomous/`` beside it): the core both ends share, here; the robot's
+transports (:mod:`bcnp.transport`: its TCP and UDP servers); the host's client, sessions, fault
+proxy and command line (:mod:`bcnp.host`, ``python -m bcnp``); path files (:mod:`bcnp.paths`);
+and the schema's code generator (:mod:`bcnp.codegen`).
 
 The core is sans-I/O: it takes bytes and a ``now`` value in seconds and never
 opens a socket, starts a thread or reads a clock.

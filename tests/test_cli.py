@@ -213,7 +213,7 @@ def test_ctrl_c_sends_a_stop_before_exiting(robot: Robot, command: str) -> None:
 
 
 def test_replayprogress_bar() -> None:
-    from bcnp.host.cli.replay import progress_bar
+    from bcnp.host.cli.replay_cmd import progress_bar
     from bcnp.host.sessions.replay import Progress
 
     halfway = Progress(elapsed=6.3, total=12.6, sent=130, commands=252, packets=120, telemetry_rows=300)
@@ -389,7 +389,7 @@ def test_a_library_that_fails_to_import_is_one_line_with_its_reason(
 def test_an_optional_library_missing_anywhere_in_a_command_is_one_line_and_a_fault_is_not(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bcnp.host.cli import monitor
+    from bcnp.host.cli import monitor_cmd as monitor
 
     def needs(name: str) -> Callable[[argparse.Namespace], int]:
         def run(args: argparse.Namespace) -> int:

@@ -30,9 +30,9 @@ from support import (
     wait_until,
 )
 
-from bcnp.host.cli.proxy import add_parser as add_proxy_parser
-from bcnp.host.cli.proxy import parse_duration, parse_probability, parse_rate
-from bcnp.host.cli.proxy import run as run_proxy
+from bcnp.host.cli.proxy_cmd import add_parser as add_proxy_parser
+from bcnp.host.cli.proxy_cmd import parse_duration, parse_probability, parse_rate
+from bcnp.host.cli.proxy_cmd import run as run_proxy
 from bcnp.host.proxy.core.faults import Faults, Partition, Reset, SetFaults
 from bcnp.host.proxy.fault_proxy import Proxy
 from benchmarks.harness import ROOT
@@ -737,7 +737,7 @@ def test_ctrl_c_prints_the_counters_and_exits_0(server: socket.socket) -> None:
     # put Python's own Ctrl-C handler back, as a terminal has it.
     code = (
         "import argparse, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "from bcnp.host.cli import proxy\n"
+        "from bcnp.host.cli import proxy_cmd as proxy\n"
         "p = argparse.ArgumentParser(); proxy.add_parser(p.add_subparsers())\n"
         "sys.exit(proxy.run(p.parse_args(sys.argv[1:])))"
     )

@@ -27,7 +27,7 @@ from support import wait_until
 from test_session import follow, telemetry
 
 from bcnp.host.cli import main
-from bcnp.host.cli.replay import POSE_WAIT_S, open_robot_pose, use_robot_pose
+from bcnp.host.cli.replay_cmd import POSE_WAIT_S, open_robot_pose, use_robot_pose
 from bcnp.host.nt.pose import NO_SERVER_S, POSE_TOPIC, RobotPose
 from bcnp.host.sessions.core.follow import FollowSession, StampedPose
 from bcnp.host.sessions.core.session import Outage

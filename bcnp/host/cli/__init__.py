@@ -1,7 +1,8 @@
 """``python -m bcnp``: host tools for a BCNP robot, one module per subcommand.
 
-Each of :mod:`~.info`, :mod:`~.send`, :mod:`~.replay`, :mod:`~.monitor`,
-:mod:`~.plot` and :mod:`~.proxy` has ``add_parser(sub)`` and ``run(args) -> exit
+Each of :mod:`~.info_cmd`, :mod:`~.send_cmd`, :mod:`~.replay_cmd`, :mod:`~.monitor_cmd`,
+:mod:`~.plot_cmd` and :mod:`~.proxy_cmd` (a subcommand's module: its name and ``_cmd``) has
+``add_parser(sub)`` and ``run(args) -> exit
 status``; :mod:`~.common` holds what they share. User errors (robot
 unreachable, schema mismatch, bad input) print one line starting with
 ``error:`` and exit with status 1 (2 for command-line misuse); never a
@@ -16,13 +17,20 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..link.client import LinkError
-from . import extras, info, monitor, plot, proxy, replay, send
+from . import extras, info_cmd, monitor_cmd, plot_cmd, proxy_cmd, replay_cmd, send_cmd
 from .common import UserError
 
 __all__ = ["main"]
 
 #: Each subcommand's module, in the order ``--help`` lists them.
-SUBCOMMANDS = {"info": info, "send": send, "replay": replay, "monitor": monitor, "proxy": proxy, "plot": plot}
+SUBCOMMANDS = {
+    "info": info_cmd,
+    "send": send_cmd,
+    "replay": replay_cmd,
+    "monitor": monitor_cmd,
+    "proxy": proxy_cmd,
+    "plot": plot_cmd,
+}
 
 
 def parser() -> argparse.ArgumentParser:

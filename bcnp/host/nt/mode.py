@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...defaults import NT_PORT
-from .client import event_value, new_instance, start, stop
+from .instance import event_value, new_instance, start, stop
 
 __all__ = ["DRIVING_MODE", "MODE_KEY", "PEER_KEY", "ModeWatch", "mode_line"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...defaults import NT_PORT, START_SIM
-from .client import new_instance, server_name, start, stop
+from .instance import new_instance, server_name, start, stop
 
 __all__ = ["NT_PORT", "PREFIX", "PREFIXES", "Monitor", "NoServerError", "Snapshot", "TelemetryRate"]
 

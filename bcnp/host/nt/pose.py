@@ -33,7 +33,7 @@ from typing import Any
 
 from ...defaults import NT_PORT
 from ..sessions.core.session import StampedPose
-from .client import event_value, new_instance, server_name, start, stop
+from .instance import event_value, new_instance, server_name, start, stop
 
 __all__ = ["NO_SERVER_S", "POSE_TOPIC", "RobotPose", "StampedPose"]
 

@@ -31,7 +31,7 @@ One background thread serves everything: a selector for the sockets and a heap
 of scheduled deliveries. The fault model is :mod:`bcnp.host.proxy.core.faults`, the delivery
 schedule :mod:`bcnp.host.proxy.core.delivery`; the relays are :mod:`bcnp.host.proxy.relay_tcp` and
 :mod:`bcnp.host.proxy.relay_udp` (what they share: :mod:`bcnp.host.proxy.relay`); ``python -m
-bcnp proxy`` is its command line (:mod:`bcnp.host.cli.proxy`).
+bcnp proxy`` is its command line (:mod:`bcnp.host.cli.proxy_cmd`).
 """
 
 from __future__ import annotations
