@@ -79,14 +79,7 @@ STAGED = {
 }
 #: The pre-flight check's items with no fault: the TalonFX has followers and configures its
 #: controllers, as the SPARK MAX does.
-HEALTHY = {
-    "LeftEncoder": PASS,
-    "RightEncoder": PASS,
-    "Gyro": PASS,
-    "Followers": PASS,
-    "Config": PASS,
-    "VelocityLag": PASS,
-}
+HEALTHY = test_preflight.HEALTHY["sparkmax"]
 
 
 def _no_enable(timeout_seconds: float) -> None:

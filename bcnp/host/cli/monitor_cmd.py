@@ -23,12 +23,8 @@ EPILOG_MONITOR = """examples:
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """The ``monitor`` subcommand: live view of the robot's keys."""
-    monitor = command_parser(
-        sub,
-        "monitor",
-        "live view of the robot's Network/* keys and pre-flight results (NetworkTables)",
-        EPILOG_MONITOR,
-    )
+    what = "live view of the robot's Network/* and Preflight/* keys (NetworkTables)"
+    monitor = command_parser(sub, "monitor", what, EPILOG_MONITOR)
     monitor.add_argument("--host", default="127.0.0.1", help="NetworkTables server (default 127.0.0.1)")
     monitor.add_argument("--team", type=int, help="find the roboRIO of this team number instead of --host")
     monitor.add_argument("--port", type=int, default=NT_PORT, help=f"NT4 port (default {NT_PORT})")
