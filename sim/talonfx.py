@@ -62,11 +62,12 @@ FRAME_WAIT_S = 0.015
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
-#: A leader asked for more than this (V) that applies exactly 0 V is silently neutral.
+#: A leader asked for more than this (V), or a follower whose leader applies more, that applies
+#: exactly 0 V is silently neutral.
 SILENT_DEMAND_V = 1.0
-#: With simulated time stepped, how long a tick's first read waits (wall time, simulated time
-#: held) for a silently neutral leader to apply its request (s): after a held machine, the
-#: firmware takes the robot's next control and enable frames (100 Hz) within this.
+#: With simulated time stepped, how long a read waits (wall time, simulated time held) for a
+#: silently neutral motor to apply its request (s): after a held machine, the firmware takes the
+#: robot's next control and enable frames (100 Hz) within this.
 LIVE_WAIT_S = 0.05
 #: How long an enable lasts unless fed again (s): Phoenix 6 disables its devices after it. Fed
 #: each tick and cut (a feed of 0) the tick the robot is disabled; longer than Phoenix 6's own
@@ -159,14 +160,14 @@ class TalonFXDevices(Devices):
         self._enabled = False
         self._stepped = True
         self._volts: list[list[float]] = [[0.0, 0.0], [0.0, 0.0]]
-        #: Ticks a leader's firmware held its output at exactly 0 V while the robot was enabled and
-        #: the leader was asked for more than SILENT_DEMAND_V: a disabled firmware, silently
-        #: neutral. Counted at the start of the tick after. The robot's tests fail on any beyond
-        #: the first few ticks of an enable.
+        #: Ticks a motor's firmware held its output at exactly 0 V while the robot was enabled and
+        #: the motor should drive (SILENT_DEMAND_V), still after a wait for it: a disabled
+        #: firmware, silently neutral. Counted at the start of the tick after. The robot's tests
+        #: fail on more than a few beyond the first ticks of an enable.
         self.silent_ticks = 0
         self._silent = False  # this tick's
-        #: Stepped ticks whose first read found a leader silent and waited for it to apply its
-        #: request (:meth:`_wait_live`).
+        #: Stepped reads that found a motor silent and waited until it applied its request
+        #: (:meth:`_wait_live`).
         self.live_waits = 0
         self._waited_in_vain = False  # the last wait ended silent: no wait again until it is not
         self._end_holds = 0  # holds seen while a tick's end waited for the devices' frames
