@@ -246,20 +246,12 @@ def judge_config(results: tuple[ConfigResult, ...] | None) -> Verdict:
     return PASS, f"{len(results)} controllers took their configuration"
 
 
-def _speed_at(speeds: list[tuple[float, float]], t: float) -> float | None:
-    """The speed the positions give at ``t``, interpolated; None outside them."""
-    if not speeds or not speeds[0][0] <= t <= speeds[-1][0]:
-        return None
-    for (t0, s0), (t1, s1) in itertools.pairwise(speeds):
-        if t <= t1:
-            return s0 + (s1 - s0) * (t - t0) / (t1 - t0)
-    return speeds[-1][1]
-
-
 def velocity_lag(series: list[list[tuple[float, float, float]]]) -> float | None:
     """The lag (s) by which velocity readings best follow the speed their positions give, over
-    ``series`` of (time, position, velocity) samples; None where the speed hardly changed."""
-    derived: list[list[tuple[float, float]]] = []
+    ``series`` of (time, position, velocity) samples; None where the speed hardly changed.
+    Each lag walks each series once (the samples and the speeds both in time order): it runs in
+    the robot's loop, once, at the check's end."""
+    fits = []
     for samples in series:
         speeds = [
             ((t0 + t1) / 2, (p1 - p0) / (t1 - t0))
@@ -267,21 +259,25 @@ def velocity_lag(series: list[list[tuple[float, float, float]]]) -> float | None
             if t1 > t0
         ]
         if speeds and max(s for _, s in speeds) - min(s for _, s in speeds) >= LAG_MIN_SPEED_CHANGE_MPS:
-            derived.append(speeds)
-        else:
-            derived.append([])
-    if not any(derived):
-        return None
+            fits.append((samples, speeds))
     best: tuple[float, float] | None = None
     for step in range(round(LAG_MAX_S / LAG_STEP_S) + 1):
         lag = step * LAG_STEP_S
         error, count = 0.0, 0
-        for samples, speeds in zip(series, derived, strict=True):
+        for samples, speeds in fits:
+            last = len(speeds) - 1
+            j = 0  # speeds[j] is the last at or before the sample's time less the lag
             for t, _, velocity in samples:
-                speed = _speed_at(speeds, t - lag)
-                if speed is not None:
-                    error += (velocity - speed) ** 2
-                    count += 1
+                at = t - lag
+                if at < speeds[0][0]:
+                    continue
+                while j < last and speeds[j + 1][0] < at:
+                    j += 1
+                if j == last:
+                    break
+                (t0, s0), (t1, s1) = speeds[j], speeds[j + 1]
+                error += (velocity - (s0 + (s1 - s0) * (at - t0) / (t1 - t0))) ** 2
+                count += 1
         if count >= 10 and (best is None or error / count < best[1]):
             best = (lag, error / count)
     return None if best is None else best[0]

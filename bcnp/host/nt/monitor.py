@@ -185,9 +185,8 @@ class Monitor:
         deadline = self.clock() + timeout
         while True:
             self.poll()
-            topics = self._inst.getTopics(PREFIX)
-            shown = len(topics) + len(self._inst.getTopics(PREFIXES[1]))
-            if self.nt_connected and topics and len(self.values) >= shown:
+            topics = [self._inst.getTopics(prefix) for prefix in PREFIXES]
+            if self.nt_connected and topics[0] and len(self.values) >= sum(map(len, topics)):
                 return
             if self.clock() >= deadline:
                 if not self.nt_connected:
