@@ -62,6 +62,9 @@ FRAME_WAIT_S = 0.015
 #: Behind the wall clock by more than this (a held machine), the pacing starts again from now
 #: rather than rushing to catch up.
 MAX_BEHIND_S = 0.05
+#: A read this late against its time (s), short of a restart, counts as a starved machine too:
+#: the firmware's threads, on the same cores, were held as the robot's was.
+LATE_S = 0.01
 #: A leader asked for more than this (V), or a follower whose leader applies more, that applies
 #: exactly 0 V is silently neutral.
 SILENT_DEMAND_V = 1.0
@@ -95,6 +98,8 @@ class WallPacer:
         self._anchor: float | None = None  # wall time at simulated time 0
         #: Times the wall clock was found more than MAX_BEHIND_S ahead (the machine held us).
         self.restarts = 0
+        #: Reads that came more than LATE_S after their time, short of a restart.
+        self.late = 0
 
     def wait(self, sim_s: float, lead_s: float) -> None:
         """Return once the wall clock has reached ``sim_s`` (simulated seconds) plus ``lead_s``
@@ -107,6 +112,8 @@ class WallPacer:
         delay = self._anchor + sim_s + lead_s - now
         if delay > 0.0:
             self._sleep(delay)
+        elif delay < -LATE_S:
+            self.late += 1
 
     def slip(self, wall_s: float) -> None:
         """The simulated clock stood still for ``wall_s`` of wall time: what follows keeps its
@@ -176,7 +183,10 @@ class TalonFXDevices(Devices):
 
     @property
     def holds(self) -> int:
-        return self.pacer.restarts + self._end_holds
+        # Held (the pacing restarted, a tick's end waited through a hold), starved (a read came
+        # late), or the devices did not send in time: the firmware saw wall time the chassis did not.
+        pacer = self.pacer
+        return pacer.restarts + pacer.late + self._end_holds + self.unsent_ticks
 
     def _write_gyro(self, angle: float, rate: float) -> None:
         assert self.pigeon is not None

@@ -67,8 +67,8 @@ class Devices(abc.ABC):
 
     @property
     def holds(self) -> int:
-        """Times the machine held this process while devices that run on the wall clock were
-        stepped: their firmware saw wall time the simulated chassis did not (none for devices
+        """Times the machine held or starved this process while devices that run on the wall clock
+        were stepped: their firmware saw wall time the simulated chassis did not (none for devices
         that run on the simulated clock)."""
         return 0
 

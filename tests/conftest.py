@@ -396,9 +396,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 class HeldMachine(Exception):
     """A test of devices that run on the wall clock (CTRE's firmware) failed after the machine
-    held its process: the firmware saw wall time the simulated chassis did not, and what failed
-    may be the hold's. A test module that judges such devices reruns on it (``flaky``'s
-    ``only_rerun``); a failure on a run never held fails at once."""
+    held or starved its process (a paced read late, a tick's frames not sent in time): the
+    firmware saw wall time the simulated chassis did not, and what failed may be the hold's. A
+    test module that judges such devices reruns on it (``flaky``'s ``only_rerun``); a failure on
+    a run never held fails at once."""
 
 
 def _holds(item: pytest.Item) -> int:
@@ -418,8 +419,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         holds = _holds(item)
         if holds:
             raise HeldMachine(
-                f"the machine held this test's process {holds} time(s) while its devices ran on "
-                f"the wall clock: {failure}"
+                f"the machine held or starved this test's process {holds} time(s) while its devices "
+                f"ran on the wall clock: {failure}"
             ) from failure
         raise
 
